@@ -1,0 +1,436 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The KV cache and concurrency
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/03_kv_cache.ipynb)
+#
+# How many conversations can one GPU server hold at once? The tempting answer starts from
+# FLOP/s. The right one starts from memory: every token of every live conversation keeps
+# its keys and values in the {term}`KV cache`, and that cache, not arithmetic, is what
+# runs out first. This chapter derives the size of the cache, turns a node's memory into a
+# concurrency figure, and checks the formula against a cache that PyTorch allocates on
+# your machine.
+#
+# **You will be able to**
+# 1. derive the KV bytes per token, $2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b$, and say why a cache makes decode linear rather than quadratic;
+# 2. turn a node's memory into a KV budget and a maximum concurrency, in two conventions (ours and vLLM's);
+# 3. explain why {term}`GQA` is the biggest lever on concurrency and what an MQA model costs under tensor parallelism;
+# 4. find the smallest {term}`TP degree` that fits a model;
+# 5. catch four beginner mistakes: heads for KV heads, no working reserve, "70B fits one card", concurrency from FLOPs.
+
+# %%
+# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# already installed (README). Then it reports the device that measurements will use.
+import importlib.util
+import subprocess
+import sys
+
+REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
+if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
+                   check=True)
+
+from servelib.measure import allocate_kv_cache, pick_device
+
+DEVICE = pick_device()
+print(f"measuring on {DEVICE.kind} ({DEVICE.name}), dtype {DEVICE.dtype}, torch {DEVICE.torch}")
+
+# %%
+from servelib import plots
+from servelib.book import glue
+from servelib.grading import check
+from servelib.hardware import get_gpu
+from servelib.memory import (capacity, kv_budget_bytes, kv_bytes_per_sequence, kv_bytes_per_token,
+                             max_concurrency, min_tp_degree, vllm_kv_budget_bytes, weight_bytes)
+from servelib.models import get_model, list_models
+from servelib.roofline import generation_flops
+from servelib.units import GiB, KiB, fmt_bytes
+
+plots.apply_style()
+
+# %% [markdown]
+# ## Why decode needs a cache
+#
+# A decoder produces one token per forward pass, and each new token attends to every
+# token before it. Attention needs the keys and values of those earlier tokens. They can be
+# recomputed on every step, or computed once and kept. Count the weight FLOPs both ways for
+# a prompt of $s$ tokens and $n$ generated tokens, with $P$ parameters (2 FLOPs per
+# parameter per token):
+#
+# $$
+# \text{with a cache: } 2P\,(s + n - 1)
+# \qquad
+# \text{without: } \sum_{t=1}^{n} 2P\,(s + t - 1) = 2P\left(ns + \tfrac{n(n-1)}{2}\right).
+# $$
+#
+# The first grows linearly in $n$; the second quadratically. The cache trades FLOPs for
+# memory, and that memory is the subject of this chapter.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+P, prompt = 8.03e9, 512          # Llama-3-8B, a 512-token prompt
+print(f"{'new tokens':>10} {'with cache':>12} {'without':>12} {'ratio':>7}")
+for n in (16, 256, 4096):
+    w = generation_flops(P, prompt, n, kv_cache=True)
+    wo = generation_flops(P, prompt, n, kv_cache=False)
+    print(f"{n:>10} {w:>12.3e} {wo:>12.3e} {wo / w:>7.1f}")
+assert generation_flops(P, prompt, 1, kv_cache=False) == generation_flops(P, prompt, 1)
+
+# %% [markdown]
+# At 4,096 new tokens the uncached loop does over a thousand times the arithmetic. Every
+# serving engine keeps the cache.
+#
+# ## KV bytes per token
+#
+# Each layer stores, for each token, one key vector and one value vector per KV head, each
+# of `head_dim` elements. With $L$ layers, $H_{kv}$ KV heads of size $d_{head}$ and $b$ bytes
+# per element:
+#
+# $$
+# \text{KV bytes per token} = 2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b .
+# $$
+#
+# The 2 is K plus V. $H_{kv}$ is the number of *KV* heads, which in a {term}`GQA` model is
+# smaller than the number of attention heads. $d_{head}$ is read from the model's
+# `config.json` when it is there: it is not always `hidden_size / num_attention_heads`.
+# For Llama-3-70B ($L=80$, $H_{kv}=8$, $d_{head}=128$, fp16 so $b=2$):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+llama70 = get_model("llama-3-70b")
+kv_tok = kv_bytes_per_token(llama70)
+kv_seq = kv_bytes_per_sequence(llama70, 8192)
+print(f"{llama70.name}: L={llama70.n_layers}, H_kv={llama70.n_kv_heads}, d_head={llama70.head_dim}")
+print(f"KV per token: {kv_tok:,.0f} B = {fmt_bytes(kv_tok)}")
+print(f"KV per 8k-token sequence: {fmt_bytes(kv_seq)}")
+assert kv_tok == 320 * KiB and kv_seq == 2.5 * GiB
+
+# %%
+glue("kv_per_token", fmt_bytes(kv_tok))
+glue("kv_per_seq_8k", fmt_bytes(kv_seq))
+
+# %% [markdown]
+# So each token costs {glue:text}`kv_per_token` and one 8k-token conversation
+# {glue:text}`kv_per_seq_8k`. The same formula over the book's presets (each read from its
+# published `config.json`):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'model':<14}{'attn':>5}{'L':>4}{'heads':>6}{'KV heads':>9}{'d_head':>7}{'KV/token':>11}{'params':>9}")
+for name in list_models():
+    m = get_model(name)
+    print(f"{name:<14}{m.attention:>5}{m.n_layers:>4}{m.n_heads:>6}{m.n_kv_heads:>9}"
+          f"{m.head_dim:>7}{fmt_bytes(kv_bytes_per_token(m)):>11}{m.n_params / 1e9:>8.2f}B")
+
+# %% [markdown]
+# Falcon-7B's `head_dim` is 64 and it has one KV head ({term}`MQA`): 8 KiB per token, 64
+# times less than Llama-2-7B, which keeps all 32 heads (MHA).
+#
+# ## Weights first: a 70B model does not fit one card
+#
+# Before any cache, the weights must be resident: parameters times bytes per parameter.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+w70 = weight_bytes(70e9, bytes_per_param=2)
+h100 = get_gpu("h100-sxm")
+print(f"70B parameters in fp16: {fmt_bytes(w70)}; one H100 holds {fmt_bytes(h100.memory_bytes)}")
+print(f"fits one card: {w70 <= h100.memory_bytes}")
+assert round(w70 / GiB, 1) == 130.4 and w70 > h100.memory_bytes
+
+# %%
+glue("w70_gib", f"{w70 / GiB:.0f} GiB")
+
+# %% [markdown]
+# About {glue:text}`w70_gib`: a 70B model at fp16 needs {term}`tensor parallelism <TP degree>`
+# just to exist, before any question of speed. (The syllabus uses the round figure of
+# 70 billion parameters; the exact count of Llama-3-70B is 70.55 billion, 131.4 GiB.)
+#
+# ## From memory to concurrency
+#
+# What is left after the weights, minus a working reserve for activations, temporary
+# buffers and fragmentation, is the KV budget; whole sequences of the chosen context
+# length fill it:
+#
+# $$
+# \text{budget} = (M_{total} - W)(1 - r),
+# \qquad
+# \text{concurrency} = \left\lfloor \frac{\text{budget}}{\text{KV per token} \times \text{context}} \right\rfloor .
+# $$
+#
+# On an 8-GPU node of 80 GiB cards (640 GiB), with a 10% reserve and 8k contexts:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+node = 8 * 80 * GiB
+budget = kv_budget_bytes(node, w70, reserve_fraction=0.10)
+variants = {"GQA (8 KV heads)": llama70,
+            "MHA (64 KV heads)": llama70.with_kv_heads(64),
+            "MQA (1 KV head)": llama70.with_kv_heads(1)}
+conc = {k: max_concurrency(budget, kv_bytes_per_token(m), 8192) for k, m in variants.items()}
+print(f"KV budget: {fmt_bytes(budget)}")
+for k, c in conc.items():
+    print(f"{k:<18} {c:>5} concurrent 8k sequences")
+assert list(conc.values()) == [183, 22, 1467]
+
+# %%
+glue("conc_gqa", conc["GQA (8 KV heads)"])
+glue("conc_mha", conc["MHA (64 KV heads)"])
+glue("conc_mqa", conc["MQA (1 KV head)"])
+
+# %% [markdown]
+# {glue:text}`conc_gqa` conversations with GQA, {glue:text}`conc_mha` if the same model kept
+# all 64 KV heads, {glue:text}`conc_mqa` with a single KV head. Same weights, same FLOPs:
+# **GQA is the biggest lever on concurrency** (64 to 8 KV heads is 8x), because
+# concurrency is a memory question.
+#
+# ```{admonition} MQA under tensor parallelism
+# :class: note
+# The 1,467 treats the node's memory as one pool. With TP=8 each GPU needs the KV of *at
+# least one* head for every sequence, so a single KV head is replicated on all eight cards
+# and the per-device arithmetic gives the same 183 as GQA. `servelib.memory.capacity`
+# does the per-device arithmetic:
+# ```
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for k, m in variants.items():
+    c = capacity(m, "h100-sxm", n_gpus=8, context_len=8192)
+    print(f"{k:<18} TP={c.tp_degree}: {fmt_bytes(c.kv_bytes_per_token_per_device)}/token/GPU, "
+          f"{c.concurrency} sequences")
+
+# %% [markdown]
+# ## Two budget conventions: 183 or 178?
+#
+# vLLM sizes its cache differently. It caps its own use at `gpu_memory_utilization`
+# (0.9 by default) of the *whole* card, then subtracts the weights and the activation peak
+# it profiled:
+#
+# $$
+# \text{budget}_{vLLM} = M_{total} \cdot u - W - A - N .
+# $$
+#
+# The reserve is taken from the total (10% of 640 GiB = 64 GiB), not from what remains
+# after the weights (10% of 510 GiB = 51 GiB), so even with no activations counted vLLM's
+# budget is about 13 GiB smaller.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+b_ours = kv_budget_bytes(node, w70)
+b_vllm = vllm_kv_budget_bytes(node, w70, gpu_memory_utilization=0.9)
+n_ours = max_concurrency(b_ours, kv_tok, 8192)
+n_vllm = max_concurrency(b_vllm, kv_tok, 8192)
+print(f"ours: {fmt_bytes(b_ours)} -> {n_ours} sequences")
+print(f"vLLM: {fmt_bytes(b_vllm)} -> {n_vllm} sequences")
+assert (n_ours, n_vllm) == (183, 178)
+
+# %% [markdown]
+# Neither is wrong: they answer "how much space is left" with different margins. When you
+# compare a capacity plan with what vLLM logs at start-up ("# GPU blocks: ..."), use its
+# convention; and read its figures per GPU under tensor parallelism.
+#
+# ## The smallest TP degree that fits
+#
+# Tensor parallelism splits every weight matrix across devices, so each holds $W/\text{TP}$
+# plus its share of the KV heads. The smallest degree at which each device holds its
+# weights plus at least one full-length sequence, after the reserve, is the one to use:
+# every extra device adds communication and cuts concurrency per GPU.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'GPU':<10}{'memory':>10}{'min TP for 70B fp16 at 8k':>28}")
+for g in ("h100-sxm", "a100-40gb", "l40s", "h200", "mi300x"):
+    gpu = get_gpu(g)
+    print(f"{g:<10}{fmt_bytes(gpu.memory_bytes):>10}{min_tp_degree(llama70, gpu, context_len=8192):>28}")
+assert min_tp_degree(llama70, "h100-sxm", context_len=8192) == 2
+
+# %% [markdown]
+# ## Measure: a real KV cache on this machine
+#
+# The formula should match what a framework actually allocates. Below, PyTorch allocates
+# one tensor laid out as inference engines keep it,
+# `(layers, K/V, sequences, KV heads, positions, head_dim)`, for a few sequences of a
+# Llama-3-8B-shaped cache, and we compare its size with the formula. On a CUDA GPU the
+# allocator's own count (`torch.cuda.memory_allocated`) is shown too.
+
+# %%
+llama8 = get_model("llama-3-8b")
+alloc = allocate_kv_cache(llama8, batch=4, context_len=1024, device=DEVICE)
+print(f"device {alloc.device}, dtype {alloc.dtype}, shape {alloc.shape}")
+print(f"tensor bytes  : {alloc.tensor_bytes:,} ({fmt_bytes(alloc.tensor_bytes)})")
+print(f"formula bytes : {alloc.formula_bytes:,.0f}")
+if alloc.allocator_bytes is not None:
+    print(f"CUDA allocator: {alloc.allocator_bytes:,} bytes (rounded up to its block size)")
+assert alloc.tensor_bytes == alloc.formula_bytes
+
+# %% [markdown]
+# ## Concurrency against context length
+#
+# Concurrency falls as $1/\text{context}$: double the context, halve the conversations.
+# On a log-log plot the three attention variants are parallel lines, 8x apart between MHA
+# and GQA.
+
+# %%
+contexts = [2**k for k in range(9, 18)]
+fig, ax = plots.new_axes("context length (tokens)", "concurrent sequences",
+                         "70B fp16 on 8 x 80 GiB, 10% reserve", logx=True, logy=True)
+for label, m in variants.items():
+    ys = [max_concurrency(budget, kv_bytes_per_token(m), c) for c in contexts]
+    ax.plot(contexts, [max(y, 0.5) for y in ys], marker="o", label=label)
+ax.axvline(8192, color="grey", lw=0.8, ls="--")
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: concurrent sequences that fit (pooled-memory convention) against context length.
+# At 8k (dashed) the three lines give 22, 183 and 1,467. Notice the slope: halving the
+# context doubles concurrency; cutting KV heads 8x multiplies it by 8.*
+#
+# ## Beginner mistakes, wrong and right
+#
+# **Attention heads instead of KV heads.** Plugging `num_attention_heads` (64) into the KV
+# formula for a GQA model overstates the cache 8x and understates concurrency 8x.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+wrong = 2 * llama70.n_layers * llama70.n_heads * llama70.head_dim * 2     # heads, not KV heads
+right = kv_bytes_per_token(llama70)
+print(f"wrong: {fmt_bytes(wrong)}/token -> {max_concurrency(budget, wrong, 8192)} sequences")
+print(f"right: {fmt_bytes(right)}/token -> {max_concurrency(budget, right, 8192)} sequences")
+assert wrong / right == 8
+
+# %% [markdown]
+# **Forgetting the working reserve.** Without it, the plan promises 20 more conversations
+# than the node can hold once activations and allocator slack take their share; the 184th
+# admission is the one that runs out of memory.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+no_reserve = max_concurrency(kv_budget_bytes(node, w70, reserve_fraction=0.0), kv_tok, 8192)
+with_reserve = max_concurrency(kv_budget_bytes(node, w70, reserve_fraction=0.10), kv_tok, 8192)
+print(f"wrong (no reserve): {no_reserve}   right (10% reserve): {with_reserve}")
+assert (no_reserve, with_reserve) == (203, 183)
+
+# %% [markdown]
+# **Assuming a 70B fp16 model fits one card.** The weights alone exceed it, so the budget
+# is zero and nothing can be served: the smallest TP degree is 2 (above).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+one_card = capacity(llama70, "h100-sxm", n_gpus=1, context_len=8192)
+print(f"weights {fmt_bytes(one_card.weights_bytes_per_device)} on one {fmt_bytes(h100.memory_bytes)} card: "
+      f"fits={one_card.fits}, concurrency={one_card.concurrency}")
+assert not one_card.fits and one_card.concurrency == 0
+
+# %% [markdown]
+# **Sizing concurrency from FLOPs.** "Eight H100s do 7.9 PFLOP/s; a token of a 70B model
+# costs 140 GFLOP; at 20 tokens/s per user that is 2,800 users." The arithmetic is fine and
+# the answer is wrong by 15x: long before the FLOPs run out, the KV cache does.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+flops_node = 8 * h100.peak_flops("bf16")
+tokens_per_s_per_user = 20
+from_flops = flops_node / (2 * 70e9 * tokens_per_s_per_user)
+from_memory = max_concurrency(budget, kv_tok, 8192)
+print(f"wrong (from FLOPs): {from_flops:,.0f} users   right (from memory): {from_memory} users")
+assert from_flops / from_memory > 10
+
+# %% [markdown]
+# ## Summary: the numbers to carry
+#
+# | what | value |
+# |---|---|
+# | KV per token, 70B (L=80, H_kv=8, d=128), fp16 | {glue:text}`kv_per_token` |
+# | KV per 8k sequence | {glue:text}`kv_per_seq_8k` |
+# | 70B fp16 weights | {glue:text}`w70_gib` (does not fit one 80 GiB card) |
+# | 8 x 80 GiB, 8k context, 10% reserve | {glue:text}`conc_gqa` sequences (GQA), {glue:text}`conc_mha` (MHA), {glue:text}`conc_mqa` (MQA, pooled) |
+#
+# Concurrency is memory, not FLOPs. GQA is the biggest lever. Use the smallest TP degree
+# that fits.
+#
+# ## Exercises
+#
+# Each exercise states every constant it needs. Write your answer in the cell and run it:
+# `check` says whether it is right and, for the usual slips, what went wrong. Solutions are
+# behind the toggles.
+#
+# **kv-1.** Llama-3-8B has 32 layers, 8 KV heads and `head_dim` 128. How many bytes of
+# fp16 KV cache does one token need?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = kv_bytes_per_token(get_model("llama-3-8b"))
+### END SOLUTION
+check("kv-1", answer)
+
+# %% [markdown]
+# **kv-2.** For the same model, how many GiB of fp16 KV cache does one 32,768-token
+# sequence take?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = kv_bytes_per_sequence(get_model("llama-3-8b"), 32_768) / GiB
+### END SOLUTION
+check("kv-2", answer)
+
+# %% [markdown]
+# **kv-3.** Llama-2-7B (MHA: 32 layers, 32 KV heads, `head_dim` 128, 6.74 billion
+# parameters) is served in fp16 on one A100 80GB (80 GiB). With a 10% working reserve and
+# 4,096-token contexts, how many sequences fit at once?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = capacity(get_model("llama-2-7b"), "a100-80gb", n_gpus=1, context_len=4096).concurrency
+### END SOLUTION
+check("kv-3", answer)
+
+# %% [markdown]
+# **kv-4.** Qwen2.5-7B (28 layers, 4 KV heads, `head_dim` 128, 7.62 billion parameters)
+# runs on one L4 (24 GiB) with fp16 weights but an **fp8** KV cache (1 byte per element).
+# With a 10% reserve and 8,192-token contexts, how many sequences fit?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+qwen = get_model("qwen2.5-7b")
+answer = max_concurrency(kv_budget_bytes(get_gpu("l4").memory_bytes, weight_bytes(qwen)),
+                         kv_bytes_per_token(qwen, bytes_per_elem=1), 8192)
+### END SOLUTION
+check("kv-4", answer)
+
+# %% [markdown]
+# **kv-5.** Llama-3-70B (70.55 billion parameters, fp16) is to be served on L40S cards
+# (48 GiB each) at 8,192-token contexts with a 10% reserve. What is the smallest tensor
+# parallel degree that fits weights plus one full sequence per device?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = min_tp_degree(get_model("llama-3-70b"), "l40s", context_len=8192)
+### END SOLUTION
+check("kv-5", answer)
+
+# %% [markdown]
+# **kv-6.** On the 8 x 80 GiB node with 70e9 fp16 parameters and 8k contexts, how many
+# *more* sequences does the syllabus's convention (10% of what is left after weights)
+# admit than vLLM's (`gpu_memory_utilization=0.9` of the total, no activation memory)?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = (max_concurrency(kv_budget_bytes(640 * GiB, weight_bytes(70e9)), kv_tok, 8192)
+          - max_concurrency(vllm_kv_budget_bytes(640 * GiB, weight_bytes(70e9)), kv_tok, 8192))
+### END SOLUTION
+check("kv-6", answer)

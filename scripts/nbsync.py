@@ -1,0 +1,44 @@
+"""Regenerate chapter notebooks from their reviewable percent-format pairs.
+
+    python scripts/nbsync.py [notebooks/NN_name.py ...]     (default: every pair)
+
+Each ``notebooks/NN_name.py`` (jupytext percent format, the file to edit and review) is
+converted to ``NN_name.ipynb`` (what Colab, nbval and the book use), executed in a fresh
+kernel, and saved with only the outputs nbval compares: those of cells marked
+``# NBVAL_CHECK_OUTPUT``. Everything else is re-executed by the book build, so the stored
+file stays small and identical on every machine. ``tests/test_notebooks.py`` fails when
+a pair has drifted.
+"""
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import jupytext
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CHECK = "# NBVAL_CHECK_OUTPUT"
+
+
+def sync(py: pathlib.Path) -> pathlib.Path:
+    nb = jupytext.read(py)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    t0 = time.perf_counter()
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(py.parent)}}).execute()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and CHECK not in cell.source:
+            cell.outputs = []
+            cell.execution_count = None
+    out = py.with_suffix(".ipynb")
+    jupytext.write(nb, out, fmt="ipynb")
+    print(f"{out.relative_to(ROOT)}: executed in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+if __name__ == "__main__":
+    paths = [pathlib.Path(p).resolve() for p in sys.argv[1:]] or sorted((ROOT / "notebooks").glob("[0-9]*.py"))
+    for p in paths:
+        sync(p)

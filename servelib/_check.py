@@ -1,0 +1,73 @@
+"""Argument checks shared by every servelib function.
+
+Each check returns the value (as a float or int) or raises an error that names the
+argument and the range it must lie in, so a bad input never becomes a quiet wrong number.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+
+def _real(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{name} must be a number, got NaN")
+    return value
+
+
+def positive(name: str, value) -> float:
+    """Return ``value`` as a float; raise unless it is finite and > 0."""
+    v = _real(name, value)
+    if not (0 < v < math.inf):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def non_negative(name: str, value) -> float:
+    """Return ``value`` as a float; raise unless it is finite and >= 0."""
+    v = _real(name, value)
+    if not (0 <= v < math.inf):
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return v
+
+
+def fraction(name: str, value, *, open_right: bool = False) -> float:
+    """Return ``value`` as a float; raise unless it lies in [0, 1] (or [0, 1) if ``open_right``)."""
+    v = _real(name, value)
+    hi_ok = v < 1 if open_right else v <= 1
+    if not (0 <= v and hi_ok):
+        rng = "[0, 1)" if open_right else "[0, 1]"
+        hint = " (a fraction, not a percentage)" if v > 1 else ""
+        raise ValueError(f"{name} must lie in {rng}{hint}, got {value!r}")
+    return v
+
+
+def positive_int(name: str, value) -> int:
+    """Return ``value`` as an int; raise unless it is an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        if isinstance(value, Real) and not isinstance(value, bool) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise TypeError(f"{name} must be an integer >= 1, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def non_negative_int(name: str, value) -> int:
+    """Return ``value`` as an int; raise unless it is an integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not float(value).is_integer():
+        raise TypeError(f"{name} must be an integer >= 0, got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def choice(name: str, value, allowed) -> str:
+    """Return ``value``; raise unless it is one of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {sorted(allowed)!r}, got {value!r}")
+    return value

@@ -1,0 +1,185 @@
+"""Memory arithmetic of serving: weights, the KV cache, the budget it gets, and concurrency.
+
+Sources: the KV formula follows from attention itself (each layer stores one key and one
+value vector per KV head per token); the budget conventions are the syllabus's
+(total - weights, less a working reserve) and vLLM's (``gpu_memory_utilization`` x total,
+less weights, activation peak and non-torch memory; vLLM ``Worker.determine_num_available_blocks``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import _check
+from .hardware import GPUSpec, get_gpu
+from .models import ModelSpec
+
+
+def _n_params(model) -> float:
+    if isinstance(model, ModelSpec):
+        return model.n_params
+    return _check.positive("model (a ModelSpec or a parameter count)", model)
+
+
+def weight_bytes(model, bytes_per_param: float = 2) -> float:
+    """Bytes of weights: parameters x bytes per parameter.
+
+    ``model`` is a ModelSpec (its total parameters: every MoE expert must be resident) or a
+    parameter count. ``bytes_per_param``: 2 for fp16/bf16, 1 for fp8/int8, 0.5 for 4-bit.
+    Example: 70e9 parameters in fp16 are 140e9 bytes = 130.4 GiB.
+    Raises ValueError/TypeError for a non-positive or non-numeric input.
+    """
+    return _n_params(model) * _check.positive("bytes_per_param", bytes_per_param)
+
+
+def kv_heads_per_device(model: ModelSpec, tp_degree: int = 1) -> int:
+    """KV heads each device holds under tensor parallelism of degree ``tp_degree``.
+
+    Heads are split evenly; when there are fewer KV heads than devices each device keeps a
+    replica of one (so an MQA model's single head is stored on every device).
+    Raises ValueError unless ``tp_degree`` divides ``n_kv_heads`` or is a multiple of it.
+    """
+    tp = _check.positive_int("tp_degree", tp_degree)
+    h = model.n_kv_heads
+    if h % tp and tp % h:
+        raise ValueError(f"tp_degree ({tp}) must divide n_kv_heads ({h}) or be a multiple of it")
+    return max(1, h // tp)
+
+
+def kv_bytes_per_token(model: ModelSpec, bytes_per_elem: float = 2, tp_degree: int = 1) -> float:
+    """KV-cache bytes one token occupies: ``2 * n_layers * n_kv_heads * head_dim * bytes_per_elem``.
+
+    The 2 counts K and V. With ``tp_degree`` > 1 the result is *per device*
+    (see :func:`kv_heads_per_device`). ``bytes_per_elem`` is 2 for an fp16/bf16 cache,
+    1 for fp8. Example: Llama-3-70B (L=80, H_kv=8, d=128) in fp16 is 327,680 B = 320 KiB.
+    """
+    if not isinstance(model, ModelSpec):
+        raise TypeError(f"model must be a ModelSpec, got {type(model).__name__}")
+    b = _check.positive("bytes_per_elem", bytes_per_elem)
+    return 2 * model.n_layers * kv_heads_per_device(model, tp_degree) * model.head_dim * b
+
+
+def kv_bytes_per_sequence(model: ModelSpec, context_len: int, bytes_per_elem: float = 2,
+                          tp_degree: int = 1) -> float:
+    """KV-cache bytes of one sequence of ``context_len`` tokens (per device under TP).
+
+    Example: Llama-3-70B at 8,192 tokens in fp16 is 2.5 GiB.
+    """
+    return kv_bytes_per_token(model, bytes_per_elem, tp_degree) * _check.positive_int(
+        "context_len", context_len)
+
+
+def kv_budget_bytes(total_bytes: float, weights_bytes: float, reserve_fraction: float = 0.10) -> float:
+    """Bytes left for the KV cache: ``(total - weights) * (1 - reserve_fraction)``.
+
+    The reserve is working space for activations, temporary buffers and fragmentation.
+    Returns 0 (never a negative budget) when the weights do not fit; check
+    ``weights_bytes <= total_bytes`` to tell that case apart.
+    Raises ValueError for negative sizes or a reserve outside [0, 1).
+    """
+    total = _check.positive("total_bytes", total_bytes)
+    weights = _check.non_negative("weights_bytes", weights_bytes)
+    reserve = _check.fraction("reserve_fraction", reserve_fraction, open_right=True)
+    return max(0.0, (total - weights) * (1 - reserve))
+
+
+def vllm_kv_budget_bytes(total_bytes: float, weights_bytes: float, gpu_memory_utilization: float = 0.9,
+                         activation_bytes: float = 0, non_torch_bytes: float = 0) -> float:
+    """Bytes vLLM gives the KV cache: ``total * utilization - weights - activations - non_torch``.
+
+    vLLM caps its own use at ``gpu_memory_utilization`` of the whole card, then subtracts what
+    a profiling run measured (weights, the activation peak, non-torch allocations such as
+    NCCL buffers and CUDA graphs). The reserve is taken from the *total*, not from what is
+    left after the weights, so it is larger than the syllabus's convention. Returns 0 when
+    nothing is left. Raises ValueError for negative sizes or a utilization outside (0, 1].
+    """
+    total = _check.positive("total_bytes", total_bytes)
+    u = _check.fraction("gpu_memory_utilization", gpu_memory_utilization)
+    if u == 0:
+        raise ValueError("gpu_memory_utilization must lie in (0, 1], got 0")
+    used = sum(_check.non_negative(n, v) for n, v in (("weights_bytes", weights_bytes),
+                                                      ("activation_bytes", activation_bytes),
+                                                      ("non_torch_bytes", non_torch_bytes)))
+    return max(0.0, total * u - used)
+
+
+def max_concurrency(kv_budget_bytes: float, kv_bytes_per_token: float, context_len: int) -> int:
+    """Whole sequences of ``context_len`` tokens that fit in the budget: floor(budget / (kv x len)).
+
+    0 when not even one fits (never negative). Every argument is validated; a budget of 0
+    is allowed. Example: 458.6 GiB / 2.5 GiB per 8k sequence = 183.
+    """
+    budget = _check.non_negative("kv_budget_bytes", kv_budget_bytes)
+    per_token = _check.positive("kv_bytes_per_token", kv_bytes_per_token)
+    per_seq = per_token * _check.positive_int("context_len", context_len)
+    # The tiny relative slack keeps an exact fit (budget == k * per_seq) from flooring to k-1
+    # through float rounding.
+    return int(math.floor(budget / per_seq * (1 + 1e-12)))
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Concurrency of a deployment, with the figures it was derived from (bytes per device).
+
+    ``replicas`` is ``n_gpus // tp_degree``; ``concurrency`` is the total over replicas.
+    """
+
+    tp_degree: int
+    replicas: int
+    weights_bytes_per_device: float
+    kv_bytes_per_token_per_device: float
+    kv_bytes_per_sequence_per_device: float
+    kv_budget_bytes_per_device: float
+    sequences_per_replica: int
+    concurrency: int
+    fits: bool
+
+
+def capacity(model: ModelSpec, gpu: GPUSpec | str, *, n_gpus: int, context_len: int,
+             tp_degree: int | None = None, bytes_per_param: float = 2, bytes_per_elem: float = 2,
+             reserve_fraction: float = 0.10) -> Capacity:
+    """Concurrent sequences of ``context_len`` tokens on ``n_gpus`` devices, per device.
+
+    Each replica spans ``tp_degree`` devices (default: all ``n_gpus``): every device holds
+    ``1/tp`` of the weights and its share of the KV heads (at least one, so KV heads are
+    replicated when ``tp_degree > n_kv_heads``). Concurrency per replica is
+    :func:`max_concurrency` of one device's budget; replicas add up.
+    ``fits`` is False when a device cannot hold its weights plus one full sequence.
+    Raises ValueError if ``tp_degree`` does not divide ``n_gpus``.
+    """
+    gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    n_gpus = _check.positive_int("n_gpus", n_gpus)
+    tp = n_gpus if tp_degree is None else _check.positive_int("tp_degree", tp_degree)
+    if n_gpus % tp:
+        raise ValueError(f"tp_degree ({tp}) must divide n_gpus ({n_gpus})")
+    w = weight_bytes(model, bytes_per_param) / tp
+    kv_tok = kv_bytes_per_token(model, bytes_per_elem, tp)
+    kv_seq = kv_tok * _check.positive_int("context_len", context_len)
+    budget = kv_budget_bytes(gpu.memory_bytes, w, reserve_fraction)
+    per_replica = max_concurrency(budget, kv_tok, context_len)
+    return Capacity(tp, n_gpus // tp, w, kv_tok, kv_seq, budget, per_replica,
+                    per_replica * (n_gpus // tp), per_replica >= 1)
+
+
+def min_tp_degree(model: ModelSpec, gpu: GPUSpec | str, bytes_per_param: float = 2, *,
+                  context_len: int, bytes_per_elem: float = 2, reserve_fraction: float = 0.10,
+                  max_tp: int = 8) -> int:
+    """The smallest tensor-parallel degree at which each device holds its share of the
+    weights plus at least one full ``context_len`` sequence of KV, after the reserve.
+
+    Candidates are the divisors of ``n_heads`` up to ``max_tp`` (attention heads are split
+    evenly), tried in increasing order. Raises ValueError naming the largest degree tried if
+    none fits. Example: 70B fp16 at 8k on 80 GiB cards needs TP=2 (TP=1 cannot hold 130 GiB).
+    """
+    max_tp = _check.positive_int("max_tp", max_tp)
+    gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    for tp in range(1, max_tp + 1):
+        if model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads):
+            continue
+        c = capacity(model, gpu, n_gpus=tp, context_len=context_len, tp_degree=tp,
+                     bytes_per_param=bytes_per_param, bytes_per_elem=bytes_per_elem,
+                     reserve_fraction=reserve_fraction)
+        if c.fits:
+            return tp
+    raise ValueError(f"{model.name} does not fit on up to max_tp={max_tp} x {gpu.name} "
+                     f"at context_len={context_len}")
