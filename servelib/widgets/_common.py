@@ -1,0 +1,37 @@
+"""Pieces the calculators share: a figure as PNG bytes, and a report as preformatted HTML.
+
+The calculators draw into an ``ipywidgets.Image`` and an ``ipywidgets.HTML`` rather than an
+``Output`` area: both exist with the same meaning in ipywidgets 7.7 (Colab) and 8, and
+their values can be read back in tests without a browser.
+"""
+from __future__ import annotations
+
+import html
+import io
+
+import matplotlib.pyplot as plt
+
+
+def figure_png(fig) -> bytes:
+    """The figure rendered as PNG bytes; the figure is closed so repeated updates do not pile up."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def report_html(text: str) -> str:
+    """Plain text as an HTML ``<pre>`` block (escaped)."""
+    return f"<pre style='margin:0'>{html.escape(text)}</pre>"
+
+
+def safely(report, **kwargs) -> str:
+    """``report(**kwargs)``, or the error's message when the combination is impossible.
+
+    A calculator must not die on a choice such as a TP degree that does not divide the GPU
+    count; it shows why the choice is impossible instead (never a made-up number).
+    """
+    try:
+        return report(**kwargs)
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"not possible: {exc}"

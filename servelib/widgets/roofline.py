@@ -1,0 +1,162 @@
+"""Roofline and batching explorer: what batching does to a decode step.
+
+A thin layer over :mod:`servelib.roofline` (:func:`~servelib.roofline.predict_tpot_s`,
+:func:`~servelib.roofline.decode_tokens_per_s`, the FLOPs and bytes of a decode step) and
+:func:`servelib.hardware.ridge_point`. ``roofline_report`` is the text,
+``roofline_figure`` the static figure for the HTML book (the roofline with the decode
+step at each batch size, and throughput and time per token against batch), and
+``roofline_explorer`` the ipywidgets calculator.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from .. import _check
+from ..hardware import get_gpu, list_gpus, ridge_point
+from ..memory import capacity, kv_bytes_per_sequence, weight_bytes
+from ..models import get_model, list_models
+from ..plots import apply_style
+from ..roofline import decode_bytes_per_step, decode_flops_per_step, decode_tokens_per_s, predict_tpot_s
+from ._common import figure_png, report_html, safely
+
+BATCHES = tuple(2**k for k in range(0, 11))      # 1 .. 1,024 sequences
+CONTEXTS = tuple(2**k for k in range(9, 18))     # 512 .. 131,072 tokens
+
+
+def _resolve(model, gpu):
+    return (get_model(model) if isinstance(model, str) else model,
+            get_gpu(gpu) if isinstance(gpu, str) else gpu)
+
+
+def decode_point(model, gpu, batch: int, context_len: int, *, dtype: str = "bf16", tp_degree: int = 1) -> dict:
+    """One decode step on one device as the roofline sees it.
+
+    Returns a dict: ``intensity`` (FLOP/byte: the step's FLOPs over its bytes, both from
+    :mod:`servelib.roofline`, per device under TP), ``tpot_s`` (:func:`predict_tpot_s`),
+    ``tokens_per_s`` (:func:`decode_tokens_per_s`, all sequences of the replica) and
+    ``utilization`` (achieved FLOP/s over the dtype's dense peak, in [0, 1]).
+    16-bit weights and KV cache; communication ignored (a lower bound on time).
+    Raises ValueError for a bad size, an unknown dtype on this GPU, or a TP degree the KV
+    heads cannot be split over.
+    """
+    m, g = _resolve(model, gpu)
+    tp = _check.positive_int("tp_degree", tp_degree)
+    flops = decode_flops_per_step(m.n_active_params, batch) / tp
+    bytes_moved = decode_bytes_per_step(weight_bytes(m) / tp,
+                                        kv_bytes_per_sequence(m, context_len, tp_degree=tp), batch)
+    tpot = predict_tpot_s(m, g, batch, context_len, dtype=dtype, tp_degree=tp)
+    return {"intensity": flops / bytes_moved, "tpot_s": tpot,
+            "tokens_per_s": decode_tokens_per_s(m, g, batch, context_len, dtype=dtype, tp_degree=tp),
+            "utilization": flops / tpot / g.peak_flops(dtype)}
+
+
+def roofline_report(model="llama-3-8b", gpu="h100-sxm", *, batch: int = 1, context_len: int = 4096,
+                    dtype: str = "bf16", tp_degree: int = 1) -> str:
+    """Text report: ridge point, the decode step's intensity, utilization, TPOT and throughput.
+
+    Also how many sequences of ``context_len`` the KV memory allows (10% reserve,
+    :func:`servelib.memory.capacity`), since a batch larger than that cannot be run.
+    Example: Llama-3-8B on an H100 in bf16 at batch 1 runs near 1 FLOP/byte against a ridge
+    point of 295: a fraction of a percent of the GPU's compute.
+    """
+    m, g = _resolve(model, gpu)
+    p = decode_point(m, g, batch, context_len, dtype=dtype, tp_degree=tp_degree)
+    fit = capacity(m, g, n_gpus=tp_degree, context_len=context_len, tp_degree=tp_degree).concurrency
+    ridge = ridge_point(g, dtype)
+    bound = "compute" if p["intensity"] >= ridge else "memory bandwidth"
+    return "\n".join([
+        f"{m.name} on {g.name} ({dtype}), TP={tp_degree}, batch {batch}, context {context_len:,} tokens",
+        f"ridge point              {ridge:,.0f} FLOP/byte",
+        f"decode step intensity    {p['intensity']:,.2f} FLOP/byte  ({bound}-bound)",
+        f"compute utilization      {p['utilization']:.2%}",
+        f"time per output token    {p['tpot_s'] * 1e3:,.2f} ms",
+        f"decode throughput        {p['tokens_per_s']:,.0f} tokens/s",
+        f"KV memory fits           {fit:,} sequences at this context"
+        + ("  (this batch does not fit)" if batch > fit else ""),
+    ])
+
+
+def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 4096, dtype: str = "bf16",
+                    tp_degree: int = 1, batches=BATCHES):
+    """Static figure, two panels, for a model decoding at ``context_len`` on one device.
+
+    Left: the roofline (attainable FLOP/s against arithmetic intensity, log-log) with the
+    ridge point and the decode step at each batch size. Right: decode throughput
+    (tokens/s) and time per output token (ms) against batch size; batches beyond what the
+    KV memory holds are drawn hollow. Returns the matplotlib figure.
+    """
+    m, g = _resolve(model, gpu)
+    apply_style()
+    peak, bw, ridge = g.peak_flops(dtype), g.hbm_bandwidth_Bps, ridge_point(g, dtype)
+    fit = capacity(m, g, n_gpus=tp_degree, context_len=context_len, tp_degree=tp_degree).concurrency
+    pts = [decode_point(m, g, b, context_len, dtype=dtype, tp_degree=tp_degree) for b in batches]
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    xs = [ridge / 1000, ridge * 10]
+    ax1.plot([xs[0], ridge, xs[1]], [xs[0] * bw, peak, peak], color="black", lw=1.5, label="roofline")
+    ax1.axvline(ridge, color="grey", ls="--", lw=0.8)
+    ax1.annotate(f"ridge {ridge:,.0f}", (ridge, peak), textcoords="offset points", xytext=(4, -14))
+    ax1.scatter([p["intensity"] for p in pts], [p["utilization"] * peak for p in pts],
+                c=range(len(pts)), cmap="viridis", zorder=3, label="decode step, batch 1 to "
+                f"{batches[-1]:,}")
+    ax1.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
+            ylabel="attained FLOP/s", title=f"{g.name}, {dtype}")
+    ax1.legend(loc="lower right")
+
+    ok = [b <= fit for b in batches]
+    ax2.plot(batches, [p["tokens_per_s"] for p in pts], color="C0", label="throughput")
+    ax2.scatter(batches, [p["tokens_per_s"] for p in pts], color="C0",
+                facecolors=["C0" if o else "none" for o in ok])
+    ax2.set(xscale="log", yscale="log", xlabel="batch size (sequences)", ylabel="decode throughput (tokens/s)",
+            title=f"{m.name}, context {context_len:,} tokens")
+    ax2.set_xscale("log", base=2)
+    twin = ax2.twinx()
+    twin.plot(batches, [p["tpot_s"] * 1e3 for p in pts], color="C1", ls="--", label="time per token")
+    twin.set_ylabel("time per output token (ms)")
+    twin.grid(False)
+    ax2.legend(handles=ax2.get_lines() + twin.get_lines(), loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def roofline_explorer(model: str = "llama-3-8b", gpu: str = "h100-sxm", batch: int = 1,
+                      context_len: int = 4096, dtype: str = "bf16", tp_degree: int = 1):
+    """Interactive calculator (ipywidgets): model, GPU, dtype, TP degree, batch, context.
+
+    Returns a ``VBox`` of controls, a text report (:func:`roofline_report`) and a figure
+    (:func:`roofline_figure`), redrawn whenever a control changes; a choice the GPU or the
+    model does not allow (bf16 on a T4, say) shows its reason instead of a number. Works
+    with ipywidgets 7.7 (Colab) and 8. In the HTML book show :func:`roofline_figure` beside it.
+    """
+    import ipywidgets as w
+
+    style = {"description_width": "9em"}
+    controls = {
+        "model": w.Dropdown(options=list_models(), value=model, description="model", style=style),
+        "gpu": w.Dropdown(options=list_gpus(), value=gpu, description="GPU", style=style),
+        "dtype": w.Dropdown(options=["fp16", "bf16", "fp8"], value=dtype, description="dtype", style=style),
+        "tp_degree": w.Dropdown(options=(1, 2, 4, 8), value=tp_degree, description="TP degree", style=style),
+        "batch": w.SelectionSlider(options=BATCHES, value=batch, description="batch", style=style),
+        "context_len": w.SelectionSlider(options=CONTEXTS, value=context_len, description="context (tokens)",
+                                         style=style),
+    }
+    report = w.HTML()
+    image = w.Image(format="png")
+
+    def update(_change=None):
+        v = {k: c.value for k, c in controls.items()}
+        report.value = report_html(safely(roofline_report, **v))
+        v.pop("batch")
+        try:
+            image.value = figure_png(roofline_figure(**v))
+        except (ValueError, KeyError) as exc:   # the report already says why; no stale figure
+            image.value = b""
+            report.value += report_html(f"no figure: {exc}")
+
+    for c in controls.values():
+        c.observe(update, names="value")
+    update()
+    box = w.VBox([w.HBox([w.VBox(list(controls.values())[:3]), w.VBox(list(controls.values())[3:])]),
+                  report, image])
+    box.controls, box.report, box.image = controls, report, image   # handles for tests and curious readers
+    return box
