@@ -1,0 +1,41 @@
+"""Audit capacity plans from the command line.
+
+    python -m servelib plan.toml [more.toml ...]
+
+Prints each plan's derived capacity figures and its audit. Exit status: 0 when no plan has
+a mistake, 1 when the audit finds one, 2 when a plan is invalid (the message names the
+field) or cannot be read.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .audit import PlanError, audit, load_plan
+from .audit.report import report
+
+
+def main(argv=None) -> int:
+    """Run the audit CLI on ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m servelib",
+                                     description="Audit LLM-serving capacity plans written in TOML.")
+    parser.add_argument("plans", nargs="+", metavar="plan.toml", help="capacity plan file(s)")
+    args = parser.parse_args(argv)
+    status = 0
+    for i, path in enumerate(args.plans):
+        try:
+            plan = load_plan(path)
+        except PlanError as e:
+            print(f"{path}: invalid plan: {e}", file=sys.stderr)
+            status = 2
+            continue
+        if i:
+            print()
+        print(report(plan), end="")
+        if audit(plan) and status == 0:
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

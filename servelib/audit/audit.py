@@ -1,0 +1,233 @@
+"""The audit: recompute a plan's capacity figures with servelib and name each mistake in it.
+
+:func:`derive` computes what the plan's inputs imply (weights, KV per token and per
+sequence, budget, concurrency, the smallest TP degree, predicted TTFT/TPOT, the PTU
+break-even at the workload's mix). :func:`audit` compares the plan's choices and claimed
+numbers with those figures and returns one :class:`~servelib.audit.findings.Finding` per
+mistake. Every formula is servelib's own (``memory``, ``roofline``, ``economics``,
+``sim``); this module only decides which one a plan got wrong.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..hardware import get_gpu
+from ..memory import capacity, kv_bytes_per_sequence, kv_bytes_per_token, min_tp_degree, weight_bytes
+from ..models import ModelSpec, get_model
+from ..roofline import decode_tokens_per_s, predict_tpot_s, predict_ttft_s
+from .findings import Finding
+from .plan import CapacityPlan
+
+#: Working-space reserve the audit uses where a plan kept none: the syllabus's "~10%".
+SOUND_RESERVE_FRACTION = 0.10
+#: Relative tolerance when comparing a claimed number with the derived one (people round:
+#: "about 183", "40%").
+CLAIM_RTOL = 0.02
+
+
+def plan_model(plan: CapacityPlan) -> ModelSpec:
+    """The plan's model preset, with ``n_params`` overridden when the plan states it.
+
+    An override (e.g. the syllabus's round 70e9 for a 70B model) scales the active
+    parameters in proportion, so a mixture of experts keeps its active share.
+    """
+    m = get_model(plan.model)
+    if plan.n_params is None:
+        return m
+    n = round(plan.n_params)
+    return dataclasses.replace(m, n_params=n, n_active_params=round(n * m.n_active_params / m.n_params))
+
+
+def _capacity(plan, model=None, *, tp_degree=None, reserve_fraction=None):
+    return capacity(model or plan_model(plan), plan.gpu, n_gpus=plan.n_gpus, context_len=plan.context_len,
+                    tp_degree=plan.tp_degree if tp_degree is None else tp_degree,
+                    bytes_per_param=plan.bytes_per_param, bytes_per_elem=plan.kv_bytes_per_elem,
+                    reserve_fraction=plan.reserve_fraction if reserve_fraction is None else reserve_fraction)
+
+
+def _sound_reserve(plan) -> float:
+    return plan.reserve_fraction if plan.reserve_fraction > 0 else SOUND_RESERVE_FRACTION
+
+
+def right_tp_degree(plan: CapacityPlan) -> int | None:
+    """The smallest TP degree that divides ``n_gpus`` and holds ``target_concurrency`` conversations.
+
+    Concurrency is counted over all replicas (``n_gpus // tp``) with the plan's reserve (the
+    syllabus's 10% where the plan kept none). Degrees that cannot split the model's heads
+    are skipped. ``None`` when no degree up to ``n_gpus`` meets the target.
+    """
+    model = plan_model(plan)
+    for tp in range(1, plan.n_gpus + 1):
+        if plan.n_gpus % tp or model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads):
+            continue
+        if _capacity(plan, model, tp_degree=tp, reserve_fraction=_sound_reserve(plan)).concurrency \
+                >= plan.target_concurrency:
+            return tp
+    return None
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What a plan's inputs imply, computed by servelib (bytes, seconds, fractions).
+
+    ``weights_bytes`` and ``kv_bytes_per_token``/``kv_bytes_per_sequence`` are for the whole
+    model (all devices); ``kv_budget_bytes`` is summed over the ``n_gpus`` devices;
+    ``concurrency`` counts every replica. ``min_tp_degree``: the smallest degree that fits
+    the weights plus one sequence (``None`` if none up to ``n_gpus`` does);
+    ``right_tp_degree``: the smallest that also meets the target concurrency.
+    ``decode_batch``: the batch TPOT is predicted at (``max_batch`` capped by what fits in a
+    replica). ``break_even_utilization``: of the PTU commitment at the workload's output
+    mix (``None`` without a commitment).
+    """
+
+    weights_bytes: float
+    weights_fit: bool
+    kv_bytes_per_token: float
+    kv_bytes_per_sequence: float
+    kv_budget_bytes: float
+    concurrency: int
+    sequences_per_replica: int
+    min_tp_degree: int | None
+    right_tp_degree: int | None
+    ttft_s: float
+    decode_batch: int
+    tpot_s: float
+    break_even_utilization: float | None
+
+
+def derive(plan: CapacityPlan) -> Derived:
+    """The capacity figures of ``plan`` (see :class:`Derived`), from servelib's formulas."""
+    model = plan_model(plan)
+    gpu = get_gpu(plan.gpu)
+    cap = _capacity(plan, model)
+    try:
+        min_tp = min_tp_degree(model, gpu, plan.bytes_per_param, context_len=plan.context_len,
+                               bytes_per_elem=plan.kv_bytes_per_elem,
+                               reserve_fraction=_sound_reserve(plan), max_tp=plan.n_gpus)
+    except ValueError:
+        min_tp = None
+    batch = max(1, min(plan.max_batch, cap.sequences_per_replica))
+    common = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param, tp_degree=plan.tp_degree)
+    return Derived(
+        weights_bytes=weight_bytes(model, plan.bytes_per_param),
+        weights_fit=cap.fits,
+        kv_bytes_per_token=kv_bytes_per_token(model, plan.kv_bytes_per_elem),
+        kv_bytes_per_sequence=kv_bytes_per_sequence(model, plan.context_len, plan.kv_bytes_per_elem),
+        kv_budget_bytes=cap.kv_budget_bytes_per_device * plan.n_gpus,
+        concurrency=cap.concurrency,
+        sequences_per_replica=cap.sequences_per_replica,
+        min_tp_degree=min_tp,
+        right_tp_degree=right_tp_degree(plan),
+        ttft_s=predict_ttft_s(model, gpu, plan.prompt_len, **common),
+        decode_batch=batch,
+        tpot_s=predict_tpot_s(model, gpu, batch, plan.context_len,
+                              bytes_per_elem=plan.kv_bytes_per_elem, **common),
+        break_even_utilization=None,
+    )
+
+
+def _close(claimed, value) -> bool:
+    return math.isclose(claimed, value, rel_tol=CLAIM_RTOL)
+
+
+def _memory_findings(plan, d):
+    """Findings on the deployment's memory: weights, reserve, KV heads, concurrency, TP."""
+    model = plan_model(plan)
+    mha = dataclasses.replace(model, n_kv_heads=model.n_heads)        # the heads-for-KV slip
+    sound = _capacity(plan, reserve_fraction=_sound_reserve(plan)).concurrency
+    out = []
+    if not d.weights_fit:
+        out.append(Finding(
+            "weights-exceed-device", "deployment.tp_degree", plan.tp_degree, d.min_tp_degree, "devices",
+            f"{d.weights_bytes / plan.tp_degree / 2**30:.1f} GiB of weights per device leave no room "
+            f"for one {plan.context_len}-token sequence on one {plan.gpu} "
+            f"({get_gpu(plan.gpu).memory_bytes / 2**30:.0f} GiB)"))
+    if plan.reserve_fraction == 0:
+        out.append(Finding(
+            "no-working-reserve", "deployment.reserve_fraction", d.concurrency, sound, "conversations",
+            f"with a {SOUND_RESERVE_FRACTION:.0%} reserve the node holds {sound}, not {d.concurrency}"))
+    if plan.claimed_kv_bytes_per_token is not None and not _close(plan.claimed_kv_bytes_per_token,
+                                                                  d.kv_bytes_per_token):
+        wrong = plan.claimed_kv_bytes_per_token
+        code = ("attention-heads-for-kv" if _close(wrong, kv_bytes_per_token(mha, plan.kv_bytes_per_elem))
+                else "claimed-number-wrong")
+        out.append(Finding(code, "claims.kv_bytes_per_token", wrong, d.kv_bytes_per_token, "bytes",
+                           f"2 x {model.n_layers} layers x {model.n_kv_heads} KV heads x {model.head_dim} "
+                           f"x {plan.kv_bytes_per_elem:g} bytes"))
+    claimed = plan.claimed_concurrency
+    if plan.concurrency_basis == "flops":
+        out.append(Finding("concurrency-from-flops", "claims.concurrency_basis", claimed, sound,
+                           "conversations", "the KV budget, not the FLOP/s, sets how many fit"))
+    elif claimed is not None and not (_close(claimed, d.concurrency) or _close(claimed, sound)):
+        if _close(claimed, _capacity(plan, mha).concurrency):
+            code = "attention-heads-for-kv"
+        elif _close(claimed, _capacity(plan, reserve_fraction=0.0).concurrency):
+            code = "no-working-reserve"
+        elif not d.weights_fit:
+            code = "weights-exceed-device"
+        else:
+            code = "claimed-number-wrong"
+        out.append(Finding(code, "claims.concurrency", claimed, d.concurrency if d.weights_fit else sound,
+                           "conversations", "recomputed from the KV budget after weights and reserve"))
+    if d.weights_fit and d.right_tp_degree is not None and plan.tp_degree > d.right_tp_degree:
+        out.append(Finding(
+            "max-tp-degree", "deployment.tp_degree", plan.tp_degree, d.right_tp_degree, "devices",
+            f"TP={d.right_tp_degree} already holds the target of {plan.target_concurrency} conversations"))
+    return out
+
+
+def _serving_findings(plan, d):
+    """Findings on how the deployment is run: batching, admission, oversize requests, tiers."""
+    model, gpu = plan_model(plan), get_gpu(plan.gpu)
+    out = []
+    if 1 in (plan.max_batch, plan.benchmark_batch):
+        right_batch = max(1, _capacity(plan, reserve_fraction=_sound_reserve(plan)).sequences_per_replica)
+        kw = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
+                  bytes_per_elem=plan.kv_bytes_per_elem, tp_degree=plan.tp_degree)
+        one = decode_tokens_per_s(model, gpu, 1, plan.context_len, **kw)
+        many = decode_tokens_per_s(model, gpu, right_batch, plan.context_len, **kw)
+        fld = "serving.max_batch" if plan.max_batch == 1 else "serving.benchmark_batch"
+        out.append(Finding("batch1-benchmark", fld, one, many, "tokens/s per replica",
+                           f"batch {right_batch} fits in memory and decodes {many / one:.0f}x the tokens "
+                           "per second on the same GPUs"))
+    if plan.batching == "static" and plan.output_lengths == "variable":
+        out.append(Finding("static-batching-uneven-outputs", "serving.batching", "static", "continuous", "",
+                           "output lengths vary, so every static batch waits for its longest member"))
+    if plan.admission == "prompt":
+        out.append(Finding("admit-on-prompt-length", "serving.admission", "prompt", "final", "",
+                           "reserve prompt plus maximum output at admission"))
+    if plan.oversize_requests == "queue":
+        cap = _capacity(plan, reserve_fraction=_sound_reserve(plan))
+        limit = math.floor(cap.kv_budget_bytes_per_device / cap.kv_bytes_per_token_per_device)
+        out.append(Finding("queue-never-fits", "serving.oversize_requests", "queue", "reject", "",
+                           f"a request longer than {limit:,} tokens (a replica's whole KV budget) "
+                           "can never be admitted"))
+    if plan.shared_tiers:
+        kw = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
+                  bytes_per_elem=plan.kv_bytes_per_elem, tp_degree=plan.tp_degree)
+        alone = predict_tpot_s(model, gpu, 1, plan.context_len, **kw)
+        out.append(Finding("shared-interactive-batch", "serving.shared_tiers", "one deployment",
+                           "one deployment per tier", "",
+                           f"at the batch tier's batch of {d.decode_batch} a chat user waits "
+                           f"{d.tpot_s * 1e3:.0f} ms per token, against {alone * 1e3:.0f} ms alone"))
+    return out
+
+
+def audit(plan: CapacityPlan) -> list[Finding]:
+    """Every mistake in ``plan``, one :class:`Finding` per mistake (at most one per code).
+
+    The plan's choices are checked against the syllabus's rules and each claimed number is
+    recomputed with servelib; a claimed number that matches a known mistake's arithmetic
+    gets that mistake's code, any other wrong claim the generic ``claimed-number-wrong``.
+    An empty list means the plan is sound as far as the audit can tell.
+    Raises TypeError if ``plan`` is not a :class:`CapacityPlan`.
+    """
+    if not isinstance(plan, CapacityPlan):
+        raise TypeError(f"plan must be a CapacityPlan, got {type(plan).__name__}")
+    d = derive(plan)
+    found = {}
+    for f in _memory_findings(plan, d) + _serving_findings(plan, d):
+        found.setdefault(f.code, f)
+    return list(found.values())

@@ -1,0 +1,106 @@
+"""What the audit reports: one stable code per beginner mistake, and a finding per mistake found.
+
+The codes follow the syllabus's list of beginner mistakes in order, plus
+``claimed-number-wrong`` for a claimed number that is wrong for a reason not on the list.
+Codes are stable: tests, plans and readers refer to them by name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: code -> (the mistake, one sentence on why it is a mistake).
+CODES = {
+    "concurrency-from-flops": (
+        "Sizing concurrency from FLOPs",
+        "Each live conversation holds its KV cache in memory, and memory runs out long before "
+        "the arithmetic does, so concurrency is a memory question."),
+    "attention-heads-for-kv": (
+        "Attention heads used instead of KV heads",
+        "Only the KV heads store keys and values, so counting every attention head inflates a "
+        "GQA model's cache by the group size and shrinks its concurrency by as much."),
+    "no-working-reserve": (
+        "No working-space reserve",
+        "Activations, temporary buffers and allocator fragmentation need memory too, so a plan "
+        "that gives every byte after the weights to the KV cache runs out of memory under load."),
+    "weights-exceed-device": (
+        "Weights larger than a device",
+        "Each device must hold its share of the weights before any cache, so the model needs a "
+        "tensor-parallel degree at which that share fits."),
+    "batch1-benchmark": (
+        "Batch-1 decode benchmarked, hardware blamed",
+        "Decode at batch 1 reads every weight to produce one token, about 1 FLOP per byte "
+        "against a ridge point of hundreds, so the fix is batching, not more GPUs."),
+    "static-batching-uneven-outputs": (
+        "Static batching with variable output lengths",
+        "A static batch runs until its longest member finishes, so short requests wait and "
+        "their slots idle; continuous batching retires and admits at every step."),
+    "admit-on-prompt-length": (
+        "Admission on prompt length",
+        "Sequences grow as they decode, so admitting on the prompt alone over-commits memory "
+        "and the out-of-memory kills the whole in-flight batch; admit on prompt plus maximum output."),
+    "queue-never-fits": (
+        "A request that can never fit is queued",
+        "A request whose final length exceeds the whole KV budget can never be admitted, so "
+        "queueing it blocks the queue forever; reject it on arrival with a reason."),
+    "ptu-break-even-without-mix": (
+        "PTU break-even quoted without the workload's mix",
+        "The break-even utilisation scales with one over the blended price, which moves with "
+        "the output fraction, so a break-even is only true at the mix it was computed for."),
+    "tokens-per-ptu-constant": (
+        "Tokens per PTU treated as a datasheet constant",
+        "Output tokens count several times an input token toward a PTU's throughput, so the "
+        "tokens a commitment can serve depend on the mix."),
+    "floor-sized-to-peak": (
+        "Dedicated capacity sized to peak",
+        "Capacity sized to the peak sits idle most of the month and runs below its break-even; "
+        "size the floor to p50 and spill the peak to pay-as-you-go, degrading in cost rather "
+        "than availability."),
+    "self-hosting-gpu-hours-only": (
+        "Self-hosting case with only GPU hours",
+        "Idle capacity and the engineers who run inference are paid whether or not tokens "
+        "flow, so a case that counts GPU hours only understates the unit cost."),
+    "max-tp-degree": (
+        "TP degree maximised",
+        "Every extra device in a tensor-parallel group adds communication and holds a smaller "
+        "share of the work, so use the smallest degree that fits the model and the demand."),
+    "shared-interactive-batch": (
+        "Interactive and batch tiers on one deployment",
+        "A batch size that suits overnight throughput gives chat users slow tokens and one that "
+        "suits chat wastes the batch tier's hardware, so one tier is always wrong."),
+    "claimed-number-wrong": (
+        "A claimed number does not follow from the plan",
+        "The plan states a figure that servelib recomputes differently from the plan's own "
+        "inputs, for a reason not on the list of known mistakes."),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One mistake found in a plan.
+
+    ``code``: a key of :data:`CODES`. ``field``: the plan field (``table.key``) at fault.
+    ``wrong`` and ``right``: the value the plan states or implies and the value servelib
+    derives (numbers or policy names; ``None`` where the mistake has no single value).
+    ``unit``: of ``wrong`` and ``right``. ``detail``: the numbers behind the finding in words.
+    """
+
+    code: str
+    field: str
+    wrong: object = None
+    right: object = None
+    unit: str = ""
+    detail: str = ""
+
+    def __post_init__(self):
+        if self.code not in CODES:
+            raise ValueError(f"code must be one of {', '.join(CODES)}; got {self.code!r}")
+
+    @property
+    def mistake(self) -> str:
+        """The mistake, as the syllabus names it."""
+        return CODES[self.code][0]
+
+    @property
+    def why(self) -> str:
+        """One sentence on why it is a mistake."""
+        return CODES[self.code][1]

@@ -1,0 +1,323 @@
+"""A capacity plan: the deployment, how it will be run and paid for, and the numbers its author claims.
+
+A plan is a frozen :class:`CapacityPlan`, built in code or read from a TOML file (standard
+library ``tomllib``) whose tables group the fields::
+
+    [plan]         name, description
+    [deployment]   model, gpu, n_gpus, tp_degree, context_len, reserve_fraction, ...
+    [serving]      batching, max_batch, admission, oversize_requests, shared_tiers, ...
+    [workload]     prompt_len, output_lengths, output_fraction, monthly_tokens, ...
+    [claims]       kv_bytes_per_token, concurrency, concurrency_basis
+    [payg]         usd_per_1k_input, usd_per_1k_output
+    [ptu]          monthly_commitment_usd, capacity_tokens_per_month, break_even_utilization, ...
+    [self_hosting] cost_lines, gpu_usd_per_hour, engineering_fte, usd_per_fte_year
+
+Every field is validated on construction; a bad value raises :class:`PlanError` naming the
+field as ``table.key`` (the spelling of the TOML file), so a plan never becomes a quiet
+wrong number.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+from ..hardware import DTYPES, list_gpus
+from ..models import list_models
+
+
+class PlanError(ValueError):
+    """An invalid capacity plan; ``field`` is the offending ``table.key`` (or the file)."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+# Kinds of value a field may hold; each check returns the normalised value or raises
+# PlanError naming the field.
+def _number(name, v, *, lo=0.0, lo_open=True, hi=math.inf, hi_open=True):
+    if isinstance(v, bool) or not isinstance(v, Real):
+        raise PlanError(name, f"must be a number, got {type(v).__name__} {v!r}")
+    v = float(v)
+    ok_lo = v > lo if lo_open else v >= lo
+    ok_hi = v < hi if hi_open else v <= hi
+    if math.isnan(v) or not (ok_lo and ok_hi):
+        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise PlanError(name, f"must lie in {rng}, got {v!r}")
+    return v
+
+
+def _integer(name, v, *, lo=1):
+    if isinstance(v, bool) or not isinstance(v, Integral):
+        raise PlanError(name, f"must be an integer >= {lo}, got {type(v).__name__} {v!r}")
+    if v < lo:
+        raise PlanError(name, f"must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _positive(name, v):
+    return _number(name, v)
+
+
+def _non_negative(name, v):
+    return _number(name, v, lo_open=False)
+
+
+def _fraction(name, v):
+    return _number(name, v, lo_open=False, hi=1.0, hi_open=False)
+
+
+def _reserve(name, v):
+    return _number(name, v, lo_open=False, hi=1.0)
+
+
+def _percentile(name, v):
+    return _number(name, v, hi=100.0, hi_open=False)
+
+
+def _text(name, v):
+    if not isinstance(v, str):
+        raise PlanError(name, f"must be a string, got {type(v).__name__} {v!r}")
+    return v
+
+
+def _flag(name, v):
+    if not isinstance(v, bool):
+        raise PlanError(name, f"must be true or false, got {type(v).__name__} {v!r}")
+    return v
+
+
+def _one_of(*allowed):
+    def check(name, v):
+        _text(name, v)
+        key = v.strip().lower()
+        if key not in allowed:
+            raise PlanError(name, f"must be one of {', '.join(allowed)}; got {v!r}")
+        return key
+    return check
+
+
+def _list_of(*allowed):
+    def check(name, v):
+        if not isinstance(v, (list, tuple)):
+            raise PlanError(name, f"must be a list of strings, got {type(v).__name__} {v!r}")
+        one = _one_of(*allowed)
+        items = tuple(one(f"{name}[{i}]", x) for i, x in enumerate(v))
+        if len(set(items)) != len(items):
+            raise PlanError(name, f"lists a cost line twice: {list(items)!r}")
+        return items
+    return check
+
+
+def _preset(kind, known):
+    def check(name, v):
+        _text(name, v)
+        key = v.strip().lower()
+        if key not in known():
+            raise PlanError(name, f"unknown {kind} {v!r}; known: {', '.join(known())}")
+        return key
+    return check
+
+
+#: Self-hosting cost lines a plan may count: GPU hours of the instances, the idle capacity
+#: paid for at the achieved utilisation, and the engineering and on-call staff who run it.
+COST_LINES = ("gpu-hours", "idle-capacity", "engineering")
+
+
+def _f(toml: str, check, default=dataclasses.MISSING, doc: str = ""):
+    """A plan field read from TOML key ``toml`` (``table.key``) and validated by ``check``."""
+    return field(default=default, metadata={"toml": toml, "check": check, "doc": doc})
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """A serving deployment and the numbers its author claims about it (all units in the names).
+
+    Required: ``name``, ``model`` (a :func:`servelib.models.list_models` preset), ``gpu``
+    (a :func:`servelib.hardware.list_gpus` preset), ``n_gpus``, ``tp_degree``,
+    ``context_len`` (tokens per conversation, prompt plus output), ``reserve_fraction``
+    (working space kept out of the KV budget, in [0, 1)), ``prompt_len`` (a typical prompt,
+    tokens) and ``max_batch`` (the serving engine's batch limit). The rest have defaults that
+    describe a sound plan; ``None`` means "not stated" (no claim, no commitment).
+
+    The economics fields are optional as groups: a ``[ptu]`` table needs
+    ``monthly_commitment_usd`` and ``capacity_tokens_per_month``; a ``[self_hosting]`` table
+    needs ``cost_lines`` and ``gpu_usd_per_hour``. Both need ``[payg]`` prices and the
+    workload's ``output_fraction``.
+
+    Raises :class:`PlanError` (a ValueError) naming the field as ``table.key`` for a missing
+    required field, a wrong type, a value out of range, an unknown preset, or an incomplete
+    group.
+    """
+
+    name: str = _f("plan.name", _text)
+    model: str = _f("deployment.model", _preset("model", list_models))
+    gpu: str = _f("deployment.gpu", _preset("GPU", list_gpus))
+    n_gpus: int = _f("deployment.n_gpus", _integer)
+    tp_degree: int = _f("deployment.tp_degree", _integer)
+    context_len: int = _f("deployment.context_len", _integer)
+    reserve_fraction: float = _f("deployment.reserve_fraction", _reserve)
+    prompt_len: int = _f("workload.prompt_len", _integer)
+    max_batch: int = _f("serving.max_batch", _integer)
+    description: str = _f("plan.description", _text, "")
+    n_params: float | None = _f("deployment.n_params", _positive, None,
+                                "parameter count for the weights when it differs from the preset's")
+    bytes_per_param: float = _f("deployment.bytes_per_param", _positive, 2.0)
+    kv_bytes_per_elem: float = _f("deployment.kv_bytes_per_elem", _positive, 2.0)
+    dtype: str = _f("deployment.dtype", _one_of(*DTYPES), "bf16")
+    target_concurrency: int = _f("deployment.target_concurrency", _integer, 1,
+                                 "conversations the deployment must hold at once")
+    batching: str = _f("serving.batching", _one_of("continuous", "static"), "continuous")
+    benchmark_batch: int | None = _f("serving.benchmark_batch", _integer, None,
+                                     "decode batch of the benchmark the plan's speed figures come from")
+    admission: str = _f("serving.admission", _one_of("final", "prompt"), "final")
+    oversize_requests: str = _f("serving.oversize_requests", _one_of("reject", "queue"), "reject")
+    shared_tiers: bool = _f("serving.shared_tiers", _flag, False,
+                            "interactive and batch tiers on one deployment")
+    output_lengths: str = _f("workload.output_lengths", _one_of("variable", "fixed"), "variable")
+    output_fraction: float | None = _f("workload.output_fraction", _fraction, None,
+                                       "fraction of the workload's tokens that are output")
+    monthly_tokens: float | None = _f("workload.monthly_tokens", _positive, None)
+    claimed_kv_bytes_per_token: float | None = _f("claims.kv_bytes_per_token", _positive, None)
+    claimed_concurrency: int | None = _f("claims.concurrency", _integer, None)
+    concurrency_basis: str = _f("claims.concurrency_basis", _one_of("kv-memory", "flops"), "kv-memory")
+    usd_per_1k_input: float | None = _f("payg.usd_per_1k_input", _positive, None)
+    usd_per_1k_output: float | None = _f("payg.usd_per_1k_output", _positive, None)
+    monthly_commitment_usd: float | None = _f("ptu.monthly_commitment_usd", _positive, None)
+    capacity_tokens_per_month: float | None = _f("ptu.capacity_tokens_per_month", _positive, None)
+    capacity_estimate: str = _f("ptu.capacity_estimate", _one_of("mix-adjusted", "constant"),
+                                "mix-adjusted", "how the commitment's token capacity was estimated")
+    claimed_break_even_utilization: float | None = _f("ptu.break_even_utilization", _fraction, None)
+    break_even_output_fraction: float | None = _f("ptu.break_even_output_fraction", _fraction, None,
+                                                  "the output mix the claimed break-even assumed")
+    floor_percentile: float = _f("ptu.floor_percentile", _percentile, 50.0,
+                                 "percentile of demand the dedicated floor is sized to")
+    cost_lines: tuple | None = _f("self_hosting.cost_lines", _list_of(*COST_LINES), None)
+    gpu_usd_per_hour: float | None = _f("self_hosting.gpu_usd_per_hour", _positive, None)
+    engineering_fte: float = _f("self_hosting.engineering_fte", _non_negative, 0.0)
+    usd_per_fte_year: float = _f("self_hosting.usd_per_fte_year", _non_negative, 0.0)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is None and f.default is None:
+                continue
+            object.__setattr__(self, f.name, f.metadata["check"](f.metadata["toml"], v))
+        if self.n_gpus % self.tp_degree:
+            raise PlanError("deployment.tp_degree",
+                            f"must divide deployment.n_gpus ({self.n_gpus}), got {self.tp_degree}")
+        if self.prompt_len >= self.context_len:
+            raise PlanError("workload.prompt_len",
+                            f"must be shorter than deployment.context_len ({self.context_len}), "
+                            f"got {self.prompt_len}")
+        self._require_group("ptu", ("monthly_commitment_usd", "capacity_tokens_per_month"),
+                            ("usd_per_1k_input", "usd_per_1k_output", "output_fraction"))
+        self._require_group("self_hosting", ("cost_lines", "gpu_usd_per_hour"),
+                            ("usd_per_1k_input", "usd_per_1k_output", "output_fraction",
+                             "monthly_tokens"))
+
+    def _require_group(self, table, keys, needs):
+        fields = {f.name: f.metadata["toml"] for f in dataclasses.fields(self)}
+        in_table = [n for n, t in fields.items() if t.startswith(table + ".")
+                    and getattr(self, n) is not None
+                    and getattr(self, n) != CapacityPlan.__dataclass_fields__[n].default]
+        if not in_table:
+            return
+        for n in keys + needs:
+            if getattr(self, n) is None:
+                raise PlanError(fields[n], f"is required when the plan has a [{table}] table")
+
+    @property
+    def has_ptu(self) -> bool:
+        """True when the plan includes a PTU commitment."""
+        return self.monthly_commitment_usd is not None
+
+    @property
+    def has_self_hosting(self) -> bool:
+        """True when the plan includes a self-hosting business case."""
+        return self.cost_lines is not None
+
+
+def _toml_names() -> dict:
+    return {f.metadata["toml"]: f.name for f in dataclasses.fields(CapacityPlan)}
+
+
+def plan_from_dict(data: dict) -> CapacityPlan:
+    """A :class:`CapacityPlan` from the nested dict of a parsed TOML plan (tables of keys).
+
+    Raises :class:`PlanError` naming ``table.key`` for an unknown table or key (a typo must
+    not silently drop a field), a missing required field, or any invalid value.
+    """
+    names = _toml_names()
+    tables = {t.split(".")[0] for t in names}
+    kwargs = {}
+    for table, body in data.items():
+        if table not in tables:
+            raise PlanError(table, f"unknown table; known tables: {', '.join(sorted(tables))}")
+        if not isinstance(body, dict):
+            raise PlanError(table, f"must be a table ([{table}]), got {type(body).__name__}")
+        for key, value in body.items():
+            dotted = f"{table}.{key}"
+            if dotted not in names:
+                known = sorted(k.split(".")[1] for k in names if k.startswith(table + "."))
+                raise PlanError(dotted, f"unknown key; known keys of [{table}]: {', '.join(known)}")
+            kwargs[names[dotted]] = value
+    for f in dataclasses.fields(CapacityPlan):
+        if f.default is dataclasses.MISSING and f.name not in kwargs:
+            raise PlanError(f.metadata["toml"], "is required but missing")
+    return CapacityPlan(**kwargs)
+
+
+def parse_plan(text: str) -> CapacityPlan:
+    """A :class:`CapacityPlan` from TOML text; :class:`PlanError` if the TOML or a field is invalid."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError("TOML", str(e)) from None
+    return plan_from_dict(data)
+
+
+def load_plan(path) -> CapacityPlan:
+    """A :class:`CapacityPlan` read from the TOML file at ``path``.
+
+    Raises :class:`PlanError` (naming the file) if it cannot be read, and as
+    :func:`parse_plan` for its content.
+    """
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8")
+    except OSError as e:
+        raise PlanError(str(path), f"cannot read the plan: {e.strerror}") from None
+    return parse_plan(text)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (tuple, list)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if float(v).is_integer() and abs(v) < 2**53:
+        return f"{int(v):_}"          # 70_000_000_000 reads better than 70000000000.0
+    return repr(v)
+
+
+def plan_to_toml(plan: CapacityPlan) -> str:
+    """The plan as TOML text that :func:`parse_plan` reads back to an equal plan.
+
+    Only stated fields are written: those that are not ``None`` and, apart from the
+    required ones, differ from their default.
+    """
+    by_table: dict[str, list[str]] = {}
+    for f in dataclasses.fields(CapacityPlan):
+        v = getattr(plan, f.name)
+        if v is None or (f.default is not dataclasses.MISSING and v == f.default):
+            continue
+        table, key = f.metadata["toml"].split(".")
+        by_table.setdefault(table, []).append(f"{key} = {_toml_value(v)}")
+    order = ["plan", "deployment", "serving", "workload", "claims", "payg", "ptu", "self_hosting"]
+    return "\n".join(f"[{t}]\n" + "\n".join(by_table[t]) + "\n" for t in order if t in by_table)

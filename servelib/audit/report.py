@@ -1,0 +1,70 @@
+"""The audit as text: the plan's derived capacity figures, then one block per finding."""
+from __future__ import annotations
+
+from numbers import Real
+
+from ..units import fmt_bytes
+from .audit import audit, derive
+from .plan import CapacityPlan
+
+
+def _value(v, unit: str) -> str:
+    if v is None:
+        return "not stated"
+    if isinstance(v, str) or isinstance(v, bool) or not isinstance(v, Real):
+        return str(v)
+    if unit == "bytes":
+        return f"{fmt_bytes(v)} ({v:,.0f} B)"
+    if unit == "fraction":
+        return f"{v:.0%}"
+    if unit == "USD per 1M tokens":
+        return f"${v:,.2f} per 1M tokens"
+    text = f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.3g}"
+    return f"{text} {unit}".rstrip()
+
+
+def derived_lines(plan: CapacityPlan) -> list[str]:
+    """The derived capacity figures of ``plan``, one per line."""
+    d = derive(plan)
+    tp = plan.tp_degree
+    rows = [
+        ("weights", f"{fmt_bytes(d.weights_bytes, digits=4)} ({fmt_bytes(d.weights_bytes / tp, digits=4)} per device at TP={tp})"),
+        ("KV per token", fmt_bytes(d.kv_bytes_per_token)),
+        ("KV per sequence", f"{fmt_bytes(d.kv_bytes_per_sequence)} at {plan.context_len:,} tokens"),
+        ("KV budget", f"{fmt_bytes(d.kv_budget_bytes, digits=4)} over {plan.n_gpus} devices "
+                      f"({plan.reserve_fraction:.0%} reserve)"),
+        ("concurrency", f"{d.concurrency} conversations ({d.sequences_per_replica} per replica x "
+                        f"{plan.n_gpus // tp})"),
+        ("smallest TP degree", f"{d.min_tp_degree or 'none'} fits; "
+                               f"{d.right_tp_degree or 'none'} meets the target of "
+                               f"{plan.target_concurrency} conversations"),
+        ("predicted TTFT", f"{d.ttft_s * 1e3:.1f} ms for a {plan.prompt_len:,}-token prompt, empty queue"),
+        ("predicted TPOT", f"{d.tpot_s * 1e3:.1f} ms at batch {d.decode_batch}"),
+        ("PTU break-even", "no PTU commitment" if d.break_even_utilization is None else
+         f"{d.break_even_utilization:.0%} utilisation at {plan.output_fraction:.0%} output"),
+    ]
+    return [f"  {k:<20}{v}" for k, v in rows]
+
+
+def finding_lines(plan: CapacityPlan) -> list[str]:
+    """The audit of ``plan`` as text: a header, then code, field, wrong/right and why per finding."""
+    findings = audit(plan)
+    if not findings:
+        return ["Audit: no mistakes found"]
+    lines = [f"Audit: {len(findings)} mistake{'s' if len(findings) > 1 else ''}"]
+    for f in findings:
+        lines.append(f"  [{f.code}] {f.mistake} ({f.field})")
+        if f.wrong is not None or f.right is not None:
+            lines.append(f"    wrong: {_value(f.wrong, f.unit)}; right: {_value(f.right, f.unit)}")
+        if f.detail:
+            lines.append(f"    {f.detail}")
+        lines.append(f"    why: {f.why}")
+    return lines
+
+
+def report(plan: CapacityPlan) -> str:
+    """The full report :command:`python -m servelib plan.toml` prints for ``plan``."""
+    head = f"Plan: {plan.name}" + (f" ({plan.description})" if plan.description else "")
+    gpu = f"{plan.model} on {plan.n_gpus} x {plan.gpu}, TP={plan.tp_degree}"
+    return "\n".join([head, gpu, "", "Derived capacity"] + derived_lines(plan) + [""]
+                     + finding_lines(plan)) + "\n"
