@@ -1,0 +1,128 @@
+"""Capacity plans from TOML: round trips, the repository's example plans, and invalid plans."""
+import pathlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from servelib.audit import PlanError, audit, load_plan, parse_plan, plan_to_toml
+from servelib.audit.examples import all_plans, sound_plan, war_stories
+
+PLANS = pathlib.Path(__file__).resolve().parent.parent / "plans"
+SOUND = plan_to_toml(sound_plan())
+
+
+@pytest.mark.parametrize("stem", sorted(all_plans()))
+def test_repository_plans_match_their_definitions(stem):
+    path = PLANS / f"{stem}.toml"
+    assert path.read_text() == plan_to_toml(all_plans()[stem]), \
+        f"{path.name} is stale: run python -m servelib.audit.examples plans/"
+    assert load_plan(path) == all_plans()[stem]
+
+
+def test_no_stray_plan_files():
+    assert {p.stem for p in PLANS.glob("*.toml")} == set(all_plans())
+
+
+def test_one_plan_per_war_story_and_a_sound_one():
+    titles = [w.title for w in war_stories()]
+    assert titles == ["The GPUs are too slow", "The batch that OOMed at 3 a.m.",
+                      "The PTU commitment sized to peak", "The break-even that moved",
+                      "The self-hosting case that won and then lost", "The shared deployment"]
+    assert audit(load_plan(PLANS / "sound.toml")) == []
+
+
+@pytest.mark.parametrize("story", war_stories(), ids=lambda w: w.slug)
+def test_repository_war_story_files_audit_to_their_codes(story):
+    plan = load_plan(PLANS / f"story-{story.slug}.toml")
+    assert sorted(f.code for f in audit(plan)) == sorted(story.expected)
+
+
+def _replace(text, old, new):
+    assert old in text
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize("old, new, field", [
+    ("model = \"llama-3-70b\"\n", "", "deployment.model"),
+    ("context_len = 8_192\n", "", "deployment.context_len"),
+    ("[serving]\nmax_batch = 256\n", "", "serving.max_batch"),
+    ("name = \"sound\"\n", "", "plan.name"),
+])
+def test_missing_field_is_named(old, new, field):
+    with pytest.raises(PlanError, match=f"{field}: is required"):
+        parse_plan(_replace(SOUND, old, new))
+
+
+@pytest.mark.parametrize("old, new, field, words", [
+    ("n_gpus = 8", "n_gpus = \"8\"", "deployment.n_gpus", "integer"),
+    ("n_gpus = 8", "n_gpus = 8.5", "deployment.n_gpus", "integer"),
+    ("tp_degree = 8", "tp_degree = true", "deployment.tp_degree", "integer"),
+    ("reserve_fraction = 0.1", "reserve_fraction = \"10%\"", "deployment.reserve_fraction", "number"),
+    ("model = \"sound\"" if False else "name = \"sound\"", "name = 3", "plan.name", "string"),
+])
+def test_wrong_type_is_named(old, new, field, words):
+    with pytest.raises(PlanError, match=f"{field}: must .*{words}"):
+        parse_plan(_replace(SOUND, old, new))
+
+
+@pytest.mark.parametrize("old, new, field", [
+    ("n_gpus = 8", "n_gpus = -8", "deployment.n_gpus"),
+    ("context_len = 8_192", "context_len = 0", "deployment.context_len"),
+    ("reserve_fraction = 0.1", "reserve_fraction = -0.1", "deployment.reserve_fraction"),
+    ("reserve_fraction = 0.1", "reserve_fraction = 10", "deployment.reserve_fraction"),
+    ("n_params = 70_000_000_000", "n_params = -7e10", "deployment.n_params"),
+    ("kv_bytes_per_token = 327_680", "kv_bytes_per_token = -1", "claims.kv_bytes_per_token"),
+    ("prompt_len = 2_048", "prompt_len = -5", "workload.prompt_len"),
+])
+def test_negative_or_out_of_range_is_named(old, new, field):
+    with pytest.raises(PlanError, match=field):
+        parse_plan(_replace(SOUND, old, new))
+
+
+def test_unknown_model_and_gpu_list_the_presets():
+    with pytest.raises(PlanError, match=r"deployment.model: unknown model 'llama-5'.*llama-3-70b"):
+        parse_plan(_replace(SOUND, "\"llama-3-70b\"", "\"llama-5\""))
+    with pytest.raises(PlanError, match=r"deployment.gpu: unknown GPU 'h900'.*h100-sxm"):
+        parse_plan(_replace(SOUND, "\"h100-sxm\"", "\"h900\""))
+
+
+def test_unknown_key_and_table_are_named():
+    with pytest.raises(PlanError, match="deployment.n_gpu: unknown key"):
+        parse_plan(_replace(SOUND, "n_gpus = 8", "n_gpu = 8"))
+    with pytest.raises(PlanError, match="^extras: unknown table"):
+        parse_plan(SOUND + "\n[extras]\nx = 1\n")
+
+
+def test_bad_choice_lists_the_choices():
+    with pytest.raises(PlanError, match="serving.admission: must be one of final, prompt"):
+        parse_plan(_replace(SOUND, "max_batch = 256", "max_batch = 256\nadmission = \"eager\""))
+
+
+def test_cross_field_checks():
+    with pytest.raises(PlanError, match=r"deployment.tp_degree: must divide deployment.n_gpus \(8\)"):
+        parse_plan(_replace(SOUND, "tp_degree = 8", "tp_degree = 3"))
+    with pytest.raises(PlanError, match="workload.prompt_len: must be shorter"):
+        parse_plan(_replace(SOUND, "prompt_len = 2_048", "prompt_len = 9000"))
+
+
+def test_broken_toml_and_missing_file():
+    with pytest.raises(PlanError, match="^TOML"):
+        parse_plan("[deployment\nmodel = 1")
+    with pytest.raises(PlanError, match="nope.toml: cannot read"):
+        load_plan("nope.toml")
+
+
+def test_plan_error_is_a_value_error_with_the_field():
+    with pytest.raises(ValueError) as e:
+        parse_plan(_replace(SOUND, "n_gpus = 8", "n_gpus = 0"))
+    assert e.value.field == "deployment.n_gpus"
+
+
+@given(n_gpus=st.sampled_from([1, 2, 4, 8]), context=st.integers(4096, 131072),
+       reserve=st.floats(0, 0.5), batch=st.integers(1, 1024))
+def test_round_trip_through_toml(n_gpus, context, reserve, batch):
+    import dataclasses
+    plan = dataclasses.replace(sound_plan(), n_gpus=n_gpus, tp_degree=n_gpus, context_len=context,
+                               reserve_fraction=reserve, max_batch=batch)
+    assert parse_plan(plan_to_toml(plan)) == plan
