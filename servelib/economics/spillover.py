@@ -24,8 +24,8 @@ MINUTES_PER_DAY = 1440
 
 
 def demand_trace(days: int = 30, mean_tpm: float = 60_000, *, diurnal_amplitude: float = 0.6,
-                 weekend_factor: float = 0.6, bursts_per_day: float = 1.5, burst_multiplier: float = 4.0,
-                 burst_minutes: float = 30, noise: float = 0.15, seed: int = 0) -> np.ndarray:
+                 weekend_factor: float = 0.6, bursts_per_day: float = 1.5, burst_multiplier: float = 3.0,
+                 burst_minutes: float = 30, noise: float = 0.1, seed: int = 0) -> np.ndarray:
     """A seeded, realistic demand trace: tokens per minute for ``days`` days, one value a minute.
 
     Shape: a daily cycle ``1 + a sin(...)`` peaking mid-afternoon (``diurnal_amplitude`` a
