@@ -1,8 +1,11 @@
 """check(): right answers pass, slips get hints, bad input gets a message, results recorded."""
 import json
 
-from servelib.grading import REGISTRY, check
-from servelib.grading.check import RESULTS_ENV
+import numpy as np
+import pytest
+
+from servelib.grading import REGISTRY, Exercise, check, exercise
+from servelib.grading.check import RESULTS_ENV, hint_for
 
 
 def test_every_reference_computes():
@@ -41,3 +44,88 @@ def test_results_are_recorded_for_the_grader(tmp_path, monkeypatch):
     check("kv-3", 31)
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert rows == [{"exercise": "kv-1", "status": "passed"}, {"exercise": "kv-3", "status": "wrong"}]
+
+
+def test_every_exercise_states_its_tolerance():
+    assert REGISTRY["kv-3"].tolerance == "exact"
+    assert REGISTRY["kv-2"].tolerance == "within 0.0001%"
+
+
+@pytest.mark.parametrize("ratio, words", [
+    (100, "percentage"), (1 / 100, "fraction"), (1000, "per 1M"), (1 / 1000, "per 1k"),
+    (8, "bits"), (1 / 8, "bytes where bits"), (4, "KV heads"), (10**9 / 2**30, "GB (10^9 bytes) was asked"),
+    (2, "K and V"), (-1, "sign"), (1.005 * 100, "percentage"),  # a rounded slip still matches
+])
+def test_slips_get_their_hint(ratio, words):
+    assert words in hint_for(ratio)
+
+
+def test_no_hint_for_an_unrelated_answer():
+    assert hint_for(1.3) == "" and hint_for(3.0) == "" and hint_for(float("inf")) == ""
+
+
+def test_exact_answers_and_off_by_one(capsys):
+    ref = REGISTRY["kv-3"].reference()
+    assert check("kv-3", ref) and check("kv-3", float(ref))
+    assert check("kv-3", ref + 1) is False
+    out = capsys.readouterr().out
+    assert "must be exact" in out and "off by one" in out
+
+
+def test_numpy_numbers_pass():
+    assert check("kv-1", np.int64(131072)) and check("kv-2", np.float32(4.0))
+    assert check("kv-1", np.array(131072.0))
+
+
+class Hostile:
+    def __float__(self):
+        raise RuntimeError("boom")
+
+    def __repr__(self):
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("answer", [float("nan"), float("inf"), 10**400, [131072], np.array([1, 2]),
+                                    3 + 0j, True, b"131072", Hostile(), "131072"])
+def test_odd_answers_never_raise_and_are_wrong(answer, capsys, tmp_path, monkeypatch):
+    log = tmp_path / "results.jsonl"
+    monkeypatch.setenv(RESULTS_ENV, str(log))
+    assert check("kv-1", answer) is False
+    assert "expected" in capsys.readouterr().out
+    assert json.loads(log.read_text()) == {"exercise": "kv-1", "status": "wrong"}
+
+
+def test_a_failing_reference_is_recorded_as_error(capsys, tmp_path, monkeypatch):
+    def broken():
+        raise ZeroDivisionError("defect")
+    monkeypatch.setitem(REGISTRY, "zz-1", Exercise("zz-1", broken))
+    log = tmp_path / "results.jsonl"
+    monkeypatch.setenv(RESULTS_ENV, str(log))
+    assert check("zz-1", 1) is False
+    assert "could not be computed" in capsys.readouterr().out
+    assert json.loads(log.read_text()) == {"exercise": "zz-1", "status": "error"}
+
+
+def test_bool_and_string_references(monkeypatch):
+    monkeypatch.setitem(REGISTRY, "zz-1", Exercise("zz-1", lambda: True))
+    monkeypatch.setitem(REGISTRY, "zz-2", Exercise("zz-2", lambda: "Decode"))
+    assert check("zz-1", True) and check("zz-1", np.bool_(True))
+    assert not check("zz-1", 1) and not check("zz-1", False)
+    assert check("zz-2", " decode ") and not check("zz-2", "prefill") and not check("zz-2", 3)
+
+
+def test_an_unwritable_results_file_does_not_stop_the_learner(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "missing" / "results.jsonl"))
+    assert check("kv-1", 131072) is True
+    assert "could not record" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kwargs, match", [({"exercise_id": "kv 7"}, "exercise_id"),
+                                           ({"exercise_id": "kv-1"}, "twice"),
+                                           ({"exercise_id": "zz-9", "rtol": 1.5}, "rtol"),
+                                           ({"exercise_id": "zz-9", "points": 0}, "points"),
+                                           ({"exercise_id": "zz-9", "hints": ((0, "x"),)}, "ratio")])
+def test_registering_bad_exercises_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        exercise(**kwargs)(lambda: 1)
+    assert "zz-9" not in REGISTRY
