@@ -1,0 +1,208 @@
+"""Capacity-economics calculators: break-even against the output mix, and a floor's percentile
+against cost and availability.
+
+Thin layers over :mod:`servelib.economics`: every number shown comes from it. Each
+calculator has a text report, a static figure (what the HTML book shows beside it) and the
+ipywidgets calculator that redraws both as the controls move.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _check
+from ..economics import (GPT_4O, blended_price, break_even_utilization, cheapest_floor, floor_at_percentile,
+                         ptu_break_even_utilization, spillover_cost)
+from ..economics.prices import MINUTES_PER_MONTH
+from ..economics.scenarios import COMMITMENT, MIX_TRACE, trace
+from ..plots import new_axes
+from ._common import figure_png, report_html, safely
+
+_C_IN_1M, _C_OUT_1M = GPT_4O.usd_per_1k_input * 1000, GPT_4O.usd_per_1k_output * 1000
+_FRACTIONS = np.linspace(0, 1, 101)
+
+
+def break_even_report(monthly_commitment_usd: float = COMMITMENT.monthly_usd,
+                      capacity_tokens_per_minute: float = COMMITMENT.capacity_tokens_per_minute,
+                      output_fraction: float = 0.5, usd_per_1m_input: float = _C_IN_1M,
+                      usd_per_1m_output: float = _C_OUT_1M) -> str:
+    """Text: blended price, break-even tokens and utilisation of a commitment at one mix.
+
+    Prices here are per 1M tokens (as price pages quote them). Raises ValueError naming a
+    bad argument (see :func:`servelib.economics.break_even_utilization`).
+    """
+    cap = _check.positive("capacity_tokens_per_minute", capacity_tokens_per_minute) * MINUTES_PER_MONTH
+    c_in = _check.non_negative("usd_per_1m_input", usd_per_1m_input) / 1000
+    c_out = _check.non_negative("usd_per_1m_output", usd_per_1m_output) / 1000
+    blended = blended_price(c_in, c_out, output_fraction)
+    u = break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, output_fraction)
+    return "\n".join([
+        f"commitment ${monthly_commitment_usd:,.0f}/month for {capacity_tokens_per_minute:,.0f} tokens/min "
+        f"({cap / 1e9:.2f} B tokens/month)",
+        f"output fraction {output_fraction:.0%}: blended PAYG ${blended * 1000:.2f} per 1M tokens",
+        f"break-even volume  {u * cap / 1e9:.2f} B tokens/month",
+        f"break-even utilisation {u:.0%}" + ("  (never pays off)" if u > 1 else ""),
+    ])
+
+
+def break_even_figure(monthly_commitment_usd: float = COMMITMENT.monthly_usd,
+                      capacity_tokens_per_minute: float = COMMITMENT.capacity_tokens_per_minute, *,
+                      usd_per_1m_input: float = _C_IN_1M, usd_per_1m_output: float = _C_OUT_1M,
+                      marks=(0.1, 0.5), ptu_terms=()):
+    """Static figure: break-even utilisation (%) of a commitment against the output fraction.
+
+    ``marks``: output fractions to annotate. ``ptu_terms``: e.g. ``("monthly", "yearly")``
+    adds gpt-4o PTUs at list price, their capacity counted at the mix (dashed). Returns the
+    matplotlib figure.
+    """
+    cap = _check.positive("capacity_tokens_per_minute", capacity_tokens_per_minute) * MINUTES_PER_MONTH
+    c_in, c_out = usd_per_1m_input / 1000, usd_per_1m_output / 1000
+    fig, ax = new_axes("output fraction of tokens (%)", "break-even utilisation (%)",
+                       f"${monthly_commitment_usd:,.0f}/month for {capacity_tokens_per_minute:,.0f} tokens/min; "
+                       f"PAYG ${usd_per_1m_input:g}/${usd_per_1m_output:g} per 1M")
+    u = [break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, f) for f in _FRACTIONS]
+    ax.plot(_FRACTIONS * 100, np.array(u) * 100, label="capacity counted in tokens")
+    for term in ptu_terms:
+        ax.plot(_FRACTIONS * 100, [ptu_break_even_utilization(f, term) * 100 for f in _FRACTIONS], ls="--",
+                label=f"gpt-4o PTU, {term} (capacity at the mix)")
+    for f in marks:
+        y = break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, f) * 100
+        ax.plot([f * 100], [y], "o", color="black")
+        ax.annotate(f"{y:.0f}% at {f:.0%} output", (f * 100, y), textcoords="offset points", xytext=(6, 6))
+    ax.axhline(100, color="grey", lw=0.8, ls=":")
+    ax.set_ylim(0, max(120, min(max(u) * 100 * 1.1, 300)))
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def break_even_calculator(monthly_commitment_usd: float = COMMITMENT.monthly_usd,
+                          capacity_tokens_per_minute: float = COMMITMENT.capacity_tokens_per_minute,
+                          output_fraction: float = 0.5):
+    """Interactive calculator (ipywidgets): commitment, capacity, output mix and PAYG prices.
+
+    Returns a ``VBox`` of controls, a report (:func:`break_even_report`) and the figure
+    (:func:`break_even_figure`), redrawn on every change. In the HTML book the widget cannot
+    run: show :func:`break_even_figure` beside it.
+    """
+    import ipywidgets as w
+
+    style = {"description_width": "12em"}
+    controls = {
+        "monthly_commitment_usd": w.FloatText(value=monthly_commitment_usd, description="commitment ($/month)",
+                                              style=style),
+        "capacity_tokens_per_minute": w.FloatText(value=capacity_tokens_per_minute,
+                                                  description="capacity (tokens/min)", style=style),
+        "output_fraction": w.FloatSlider(value=output_fraction, min=0, max=1, step=0.01,
+                                         description="output fraction", readout_format=".0%", style=style),
+        "usd_per_1m_input": w.FloatText(value=_C_IN_1M, description="input ($ per 1M)", style=style),
+        "usd_per_1m_output": w.FloatText(value=_C_OUT_1M, description="output ($ per 1M)", style=style),
+    }
+    report, image = w.HTML(), w.Image(format="png")
+
+    def update(_change=None):
+        v = {k: c.value for k, c in controls.items()}
+        report.value = report_html(safely(break_even_report, **v))
+        fig_kwargs = {k: x for k, x in v.items() if k != "output_fraction"}
+        try:
+            image.value = figure_png(break_even_figure(marks=(v["output_fraction"],), **fig_kwargs))
+        except (ValueError, TypeError):
+            pass                                 # the report already says why
+    for c in controls.values():
+        c.observe(update, names="value")
+    update()
+    box = w.VBox([w.VBox(list(controls.values())), report, image])
+    box.controls, box.report, box.image = controls, report, image
+    return box
+
+
+def _floor_inputs(demand_tpm, output_fraction, usd_per_1m_capacity):
+    d = trace() if demand_tpm is None else np.asarray(demand_tpm, dtype=float)
+    blended = blended_price(GPT_4O.usd_per_1k_input, GPT_4O.usd_per_1k_output, output_fraction)
+    unit = _check.non_negative("usd_per_1m_capacity", usd_per_1m_capacity) * MINUTES_PER_MONTH / 1e6
+    return d, blended, unit
+
+
+_CAPACITY_USD_PER_1M = COMMITMENT.usd_per_tpm_month / MINUTES_PER_MONTH * 1e6     # $2.50
+
+
+def floor_report(percentile: float = 50, *, demand_tpm=None, output_fraction: float = MIX_TRACE,
+                 usd_per_1m_capacity: float = _CAPACITY_USD_PER_1M) -> str:
+    """Text: a floor at a demand percentile, with spill and without, against no floor.
+
+    ``demand_tpm`` defaults to the chapter's seeded trace; PAYG is gpt-4o at the mix;
+    ``usd_per_1m_capacity`` prices dedicated capacity per 1M tokens it can carry a month.
+    """
+    d, blended, unit = _floor_inputs(demand_tpm, output_fraction, usd_per_1m_capacity)
+    floor = floor_at_percentile(d, percentile)
+    spill = spillover_cost(d, floor, unit, blended, spill=True)
+    refuse = spillover_cost(d, floor, unit, blended, spill=False)
+    none = spillover_cost(d, 0, unit, blended)
+    best = cheapest_floor(d, unit, blended)
+    return "\n".join([
+        f"floor at p{percentile:g}: {floor:,.0f} tokens/min, busy {spill.floor_utilization:.0%} of the time-capacity",
+        f"  spill to PAYG : ${spill.total_usd:>10,.0f}/month, availability {spill.availability:.1%}",
+        f"  refuse        : ${refuse.total_usd:>10,.0f}/month, availability {refuse.availability:.1%}",
+        f"no floor (PAYG) : ${none.total_usd:>10,.0f}/month, availability 100.0%",
+        f"cheapest floor  : {best.floor_tpm:,.0f} tokens/min (p{100 * np.mean(d <= best.floor_tpm):.0f}), "
+        f"${best.total_usd:,.0f}/month",
+    ])
+
+
+def floor_figure(percentile: float = 50, *, demand_tpm=None, output_fraction: float = MIX_TRACE,
+                 usd_per_1m_capacity: float = _CAPACITY_USD_PER_1M):
+    """Static figure: monthly cost (spill, refuse) and availability (refuse) against the floor's
+    percentile of demand, 0 to 100; the chosen percentile dashed. Returns the figure.
+    """
+    d, blended, unit = _floor_inputs(demand_tpm, output_fraction, usd_per_1m_capacity)
+    ps = np.arange(0, 101)
+    floors = np.percentile(d, ps)
+    spill = [spillover_cost(d, f, unit, blended, spill=True) for f in floors]
+    refuse = [spillover_cost(d, f, unit, blended, spill=False) for f in floors]
+    fig, ax = new_axes("floor at percentile of demand", "monthly cost ($1,000)",
+                       f"{output_fraction:.0%} output mix, capacity ${usd_per_1m_capacity:.2f} per 1M tokens")
+    ax.plot(ps, [r.total_usd / 1e3 for r in spill], label="floor + spill to PAYG")
+    ax.plot(ps, [r.total_usd / 1e3 for r in refuse], label="floor, overflow refused")
+    ax.axhline(spillover_cost(d, 0, unit, blended).total_usd / 1e3, color="grey", ls=":", label="PAYG only")
+    ax.axvline(percentile, color="black", lw=0.8, ls="--")
+    ax2 = ax.twinx()
+    ax2.plot(ps, [r.availability * 100 for r in refuse], color="C3", alpha=0.6, label="availability if refused")
+    ax2.set_ylabel("availability if refused (%)")
+    ax2.set_ylim(0, 101)
+    ax2.grid(False)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def floor_calculator(percentile: float = 50, *, demand_tpm=None, output_fraction: float = MIX_TRACE,
+                     usd_per_1m_capacity: float = _CAPACITY_USD_PER_1M):
+    """Interactive calculator (ipywidgets): the floor's percentile, the mix and the capacity price.
+
+    Returns a ``VBox`` of controls, a report (:func:`floor_report`) and the figure
+    (:func:`floor_figure`). In the HTML book show :func:`floor_figure` beside it.
+    """
+    import ipywidgets as w
+
+    style = {"description_width": "12em"}
+    controls = {
+        "percentile": w.IntSlider(value=int(percentile), min=0, max=100, description="floor percentile",
+                                  style=style),
+        "output_fraction": w.FloatSlider(value=output_fraction, min=0, max=1, step=0.01,
+                                         description="output fraction", readout_format=".0%", style=style),
+        "usd_per_1m_capacity": w.FloatSlider(value=usd_per_1m_capacity, min=0.5, max=6, step=0.05,
+                                             description="capacity ($ per 1M)", style=style),
+    }
+    report, image = w.HTML(), w.Image(format="png")
+
+    def update(_change=None):
+        v = {k: c.value for k, c in controls.items()}
+        report.value = report_html(safely(floor_report, demand_tpm=demand_tpm, **v))
+        image.value = figure_png(floor_figure(demand_tpm=demand_tpm, **v))
+    for c in controls.values():
+        c.observe(update, names="value")
+    update()
+    box = w.VBox([w.VBox(list(controls.values())), report, image])
+    box.controls, box.report, box.image = controls, report, image
+    return box
