@@ -13,6 +13,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from ..economics import (MINUTES_PER_MONTH, blended_price, break_even_utilization, crossover_tokens_per_month,
+                         demand_trace, floor_at_percentile, ptu_capacity_tokens_per_month, replica_throughput,
+                         self_hosted_tco, spillover_cost)
 from ..hardware import get_gpu
 from ..memory import capacity, kv_bytes_per_sequence, kv_bytes_per_token, min_tp_degree, weight_bytes
 from ..models import ModelSpec, get_model
@@ -22,6 +25,8 @@ from .plan import CapacityPlan
 
 #: Working-space reserve the audit uses where a plan kept none: the syllabus's "~10%".
 SOUND_RESERVE_FRACTION = 0.10
+#: Percentile of demand the syllabus sizes a dedicated floor to ("size the floor to p50 and spill").
+FLOOR_PERCENTILE = 50.0
 #: Relative tolerance when comparing a claimed number with the derived one (people round:
 #: "about 183", "40%").
 CLAIM_RTOL = 0.02
@@ -79,7 +84,9 @@ class Derived:
     ``right_tp_degree``: the smallest that also meets the target concurrency.
     ``decode_batch``: the batch TPOT is predicted at (``max_batch`` capped by what fits in a
     replica). ``break_even_utilization``: of the PTU commitment at the workload's output
-    mix (``None`` without a commitment).
+    mix (``None`` without a commitment). ``self_hosted_usd_per_1k``: the self-hosted unit
+    cost with every line counted, and ``crossover_tokens_per_month`` the volume at which
+    self-hosting meets pay-as-you-go (``None`` without a self-hosting case).
     """
 
     weights_bytes: float
@@ -95,6 +102,32 @@ class Derived:
     decode_batch: int
     tpot_s: float
     break_even_utilization: float | None
+    self_hosted_usd_per_1k: float | None
+    crossover_tokens_per_month: float | None
+
+
+def _blended(plan) -> float:
+    return blended_price(plan.usd_per_1k_input, plan.usd_per_1k_output, plan.output_fraction)
+
+
+def _break_even(plan, output_fraction) -> float:
+    return break_even_utilization(plan.monthly_commitment_usd, plan.capacity_tokens_per_month,
+                                  plan.usd_per_1k_input, plan.usd_per_1k_output, output_fraction)
+
+
+def _tco_kwargs(plan) -> dict:
+    model = plan_model(plan)
+    tput = replica_throughput(model, plan.gpu, batch=plan.max_batch, context_len=plan.context_len,
+                              output_fraction=plan.output_fraction, tp_degree=plan.tp_degree,
+                              dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
+                              bytes_per_elem=plan.kv_bytes_per_elem)
+    return dict(tokens_per_gpu_s=tput.tokens_per_gpu_s, usd_per_gpu_hour=plan.gpu_usd_per_hour,
+                gpus_per_replica=plan.tp_degree, min_replicas=plan.n_gpus // plan.tp_degree,
+                n_engineers=plan.engineering_fte, usd_per_engineer_year=plan.usd_per_fte_year)
+
+
+def _tco(plan):
+    return self_hosted_tco(plan.monthly_tokens, **_tco_kwargs(plan))
 
 
 def derive(plan: CapacityPlan) -> Derived:
@@ -124,7 +157,10 @@ def derive(plan: CapacityPlan) -> Derived:
         decode_batch=batch,
         tpot_s=predict_tpot_s(model, gpu, batch, plan.context_len,
                               bytes_per_elem=plan.kv_bytes_per_elem, **common),
-        break_even_utilization=None,
+        break_even_utilization=_break_even(plan, plan.output_fraction) if plan.has_ptu else None,
+        self_hosted_usd_per_1k=_tco(plan).unit_cost_usd_per_1k if plan.has_self_hosting and cap.fits else None,
+        crossover_tokens_per_month=(crossover_tokens_per_month(_blended(plan), **_tco_kwargs(plan))
+                                    if plan.has_self_hosting and cap.fits else None),
     )
 
 
@@ -215,6 +251,64 @@ def _serving_findings(plan, d):
     return out
 
 
+def _ptu_findings(plan, d):
+    """Findings on a PTU commitment: its break-even and mix, its capacity, the floor's size."""
+    out = []
+    f = plan.output_fraction
+    if plan.claimed_break_even_utilization is not None:
+        claimed, assumed = plan.claimed_break_even_utilization, plan.break_even_output_fraction
+        span = f"{_break_even(plan, 0.5):.0%} at 50% output, {_break_even(plan, 0.1):.0%} at 10%"
+        if assumed is None:
+            out.append(Finding("ptu-break-even-without-mix", "ptu.break_even_output_fraction", claimed,
+                               d.break_even_utilization, "fraction",
+                               f"this commitment breaks even at {span}; the workload's mix is {f:.0%} output"))
+        elif not math.isclose(assumed, f, abs_tol=0.005):
+            out.append(Finding("ptu-break-even-without-mix", "ptu.break_even_output_fraction", claimed,
+                               d.break_even_utilization, "fraction",
+                               f"computed at {assumed:.0%} output, but the workload is now {f:.0%} output"))
+        elif not _close(claimed, d.break_even_utilization):
+            out.append(Finding("claimed-number-wrong", "ptu.break_even_utilization", claimed,
+                               d.break_even_utilization, "fraction",
+                               f"commitment / (capacity x blended price at {f:.0%} output)"))
+    stated = plan.capacity_tokens_per_month
+    at_mix = None if plan.n_ptu is None else ptu_capacity_tokens_per_month(plan.n_ptu, f)
+    datasheet = None if plan.n_ptu is None else ptu_capacity_tokens_per_month(plan.n_ptu, 0.0)
+    if plan.capacity_estimate == "constant" or (
+            at_mix is not None and f > 0 and _close(stated, datasheet) and not _close(stated, at_mix)):
+        out.append(Finding("tokens-per-ptu-constant", "ptu.capacity_tokens_per_month", stated, at_mix,
+                           "tokens/month", f"output tokens weigh more toward a PTU; at {f:.0%} output "
+                           "the same PTUs serve fewer tokens"))
+    elif at_mix is not None and not _close(stated, at_mix):
+        out.append(Finding("claimed-number-wrong", "ptu.capacity_tokens_per_month", stated, at_mix,
+                           "tokens/month", f"{plan.n_ptu:g} PTUs at {f:.0%} output"))
+    if plan.floor_percentile > FLOOR_PERCENTILE:
+        # A seeded diurnal-plus-bursts trace with the workload's mean, priced like the commitment.
+        trace = demand_trace(mean_tpm=plan.monthly_tokens / MINUTES_PER_MONTH)
+        usd_per_tpm = plan.monthly_commitment_usd / (plan.capacity_tokens_per_month / MINUTES_PER_MONTH)
+        peak, p50 = (spillover_cost(trace, floor_at_percentile(trace, q), usd_per_tpm, _blended(plan))
+                     for q in (plan.floor_percentile, FLOOR_PERCENTILE))
+        used = plan.monthly_tokens / plan.capacity_tokens_per_month
+        out.append(Finding(
+            "floor-sized-to-peak", "ptu.floor_percentile", plan.floor_percentile, FLOOR_PERCENTILE,
+            "percentile", f"the commitment runs at {used:.0%} utilisation against a "
+            f"{d.break_even_utilization:.0%} break-even; on a seeded diurnal trace of this demand a "
+            f"p{FLOOR_PERCENTILE:.0f} floor with spill costs ${p50.total_usd:,.0f} a month against "
+            f"${peak.total_usd:,.0f} at p{plan.floor_percentile:g}, and serves every token"))
+    return out
+
+
+def _self_hosting_findings(plan, d):
+    """Findings on a self-hosting business case: which cost lines it counted."""
+    if "engineering" in plan.cost_lines or d.self_hosted_usd_per_1k is None:
+        return []
+    t = _tco(plan)
+    return [Finding("self-hosting-gpu-hours-only", "self_hosting.cost_lines", t.gpu_only_usd_per_1k * 1000,
+                    t.unit_cost_usd_per_1k * 1000, "USD per 1M tokens",
+                    f"{plan.engineering_fte:g} engineers on inference operations add "
+                    f"${t.engineering_usd:,.0f} a month to ${t.gpu_usd:,.0f} of GPU hours "
+                    f"({t.utilization:.0%} utilised)")]
+
+
 def audit(plan: CapacityPlan) -> list[Finding]:
     """Every mistake in ``plan``, one :class:`Finding` per mistake (at most one per code).
 
@@ -228,6 +322,11 @@ def audit(plan: CapacityPlan) -> list[Finding]:
         raise TypeError(f"plan must be a CapacityPlan, got {type(plan).__name__}")
     d = derive(plan)
     found = {}
-    for f in _memory_findings(plan, d) + _serving_findings(plan, d):
+    findings = _memory_findings(plan, d) + _serving_findings(plan, d)
+    if plan.has_ptu:
+        findings += _ptu_findings(plan, d)
+    if plan.has_self_hosting:
+        findings += _self_hosting_findings(plan, d)
+    for f in findings:
         found.setdefault(f.code, f)
     return list(found.values())

@@ -14,6 +14,7 @@ import pathlib
 import sys
 from dataclasses import dataclass
 
+from ..economics import GPT_4O, H100_USD_PER_GPU_HOUR, MINUTES_PER_MONTH, ptu_capacity_tokens_per_month
 from ..memory import kv_bytes_per_token
 from ..models import get_model
 from .plan import CapacityPlan, plan_to_toml
@@ -24,8 +25,12 @@ def sound_plan() -> CapacityPlan:
 
     TP=8 because the node must hold at least 160 conversations of 8,192 tokens at once (TP=4
     holds 136 over two replicas); a 10% working reserve; continuous batching, admission on
-    the final length, oversize requests rejected, one deployment per tier. The audit finds
-    nothing in it.
+    the final length, oversize requests rejected, one deployment per tier. The money side
+    uses the economics chapter's scenario: gpt-4o list prices, a quarter of the tokens
+    output, 5.75 B tokens a month; a dedicated commitment of $13,140 a month for 120,000
+    tokens/min (about p50 of that demand) with its break-even quoted at the workload's mix;
+    a self-hosting case at $2.50 per H100-hour that counts a quarter of an engineer
+    ($180,000 a year). The audit finds nothing in it.
     """
     return CapacityPlan(
         name="sound",
@@ -34,6 +39,12 @@ def sound_plan() -> CapacityPlan:
         context_len=8192, reserve_fraction=0.10, target_concurrency=160,
         prompt_len=2048, max_batch=256,
         claimed_kv_bytes_per_token=327_680, claimed_concurrency=183,
+        output_fraction=0.25, monthly_tokens=5.75e9,
+        usd_per_1k_input=GPT_4O.usd_per_1k_input, usd_per_1k_output=GPT_4O.usd_per_1k_output,
+        monthly_commitment_usd=13_140, capacity_tokens_per_month=120_000 * MINUTES_PER_MONTH,
+        claimed_break_even_utilization=0.57, break_even_output_fraction=0.25, floor_percentile=50,
+        cost_lines=("gpu-hours", "engineering"), gpu_usd_per_hour=H100_USD_PER_GPU_HOUR,
+        engineering_fte=0.25, usd_per_fte_year=180_000,
     )
 
 
@@ -70,6 +81,19 @@ def mistake_plans() -> dict[str, CapacityPlan]:
         "queue-never-fits": _with(
             s, "queue-never-fits", "requests too long for the budget wait in the queue",
             oversize_requests="queue"),
+        "ptu-break-even-without-mix": _with(
+            s, "ptu-break-even-without-mix", "a 40% break-even quoted with no output mix",
+            claimed_break_even_utilization=0.40, break_even_output_fraction=None),
+        "tokens-per-ptu-constant": _with(
+            s, "tokens-per-ptu-constant", "48 PTUs x 2,500 tokens/min, whatever the mix",
+            n_ptu=48, capacity_estimate="constant",
+            capacity_tokens_per_month=ptu_capacity_tokens_per_month(48, 0.0)),
+        "floor-sized-to-peak": _with(
+            s, "floor-sized-to-peak", "the commitment covers the busiest minute of the month",
+            floor_percentile=100, monthly_tokens=0.22 * 120_000 * MINUTES_PER_MONTH),
+        "self-hosting-gpu-hours-only": _with(
+            s, "self-hosting-gpu-hours-only", "the business case counts GPU hours only",
+            cost_lines=("gpu-hours",)),
         "max-tp-degree": _with(
             s, "max-tp-degree", "TP=8 for a target that TP=2 meets", target_concurrency=30),
         "shared-interactive-batch": _with(
@@ -101,6 +125,20 @@ def war_stories() -> tuple[WarStory, ...]:
         WarStory("oom-at-3am", "The batch that OOMed at 3 a.m.", _with(
             s, "oom-at-3am", "admission budgeted the prompt; the OOM killed the in-flight batch",
             admission="prompt"), ("admit-on-prompt-length",)),
+        WarStory("ptu-sized-to-peak", "The PTU commitment sized to peak", _with(
+            s, "ptu-sized-to-peak", "a year of capacity sized to the peak, 22% used; nobody computed "
+            "the break-even or asked for the mix", floor_percentile=100, monthly_tokens=0.22 * 120_000
+            * MINUTES_PER_MONTH, claimed_break_even_utilization=None, break_even_output_fraction=None),
+            ("floor-sized-to-peak",)),
+        WarStory("break-even-moved", "The break-even that moved", _with(
+            s, "break-even-moved", "40% break-even at a 50% output mix; agents stuffed retrieved "
+            "context into prompts and the mix fell to 10%", output_fraction=0.10,
+            claimed_break_even_utilization=0.40, break_even_output_fraction=0.50),
+            ("ptu-break-even-without-mix",)),
+        WarStory("self-hosting-won-then-lost", "The self-hosting case that won and then lost", _with(
+            s, "self-hosting-won-then-lost", "the case counted GPU hours; eighteen months later two "
+            "engineers ran inference full time", monthly_tokens=6e9, cost_lines=("gpu-hours",),
+            engineering_fte=2), ("self-hosting-gpu-hours-only",)),
         WarStory("shared-deployment", "The shared deployment", _with(
             s, "shared-deployment", "interactive chat and overnight batch on one endpoint",
             shared_tiers=True), ("shared-interactive-batch",)),

@@ -122,9 +122,9 @@ def _preset(kind, known):
     return check
 
 
-#: Self-hosting cost lines a plan may count: GPU hours of the instances, the idle capacity
-#: paid for at the achieved utilisation, and the engineering and on-call staff who run it.
-COST_LINES = ("gpu-hours", "idle-capacity", "engineering")
+#: Self-hosting cost lines a business case may count: the GPU hours of the instances (idle
+#: ones included) and the engineering and on-call staff who run inference.
+COST_LINES = ("gpu-hours", "engineering")
 
 
 def _f(toml: str, check, default=dataclasses.MISSING, doc: str = ""):
@@ -145,8 +145,8 @@ class CapacityPlan:
 
     The economics fields are optional as groups: a ``[ptu]`` table needs
     ``monthly_commitment_usd`` and ``capacity_tokens_per_month``; a ``[self_hosting]`` table
-    needs ``cost_lines`` and ``gpu_usd_per_hour``. Both need ``[payg]`` prices and the
-    workload's ``output_fraction``.
+    needs ``cost_lines``, ``gpu_usd_per_hour``, ``engineering_fte`` and ``usd_per_fte_year``.
+    Both need ``[payg]`` prices and the workload's ``output_fraction`` and ``monthly_tokens``.
 
     Raises :class:`PlanError` (a ValueError) naming the field as ``table.key`` for a missing
     required field, a wrong type, a value out of range, an unknown preset, or an incomplete
@@ -188,6 +188,7 @@ class CapacityPlan:
     usd_per_1k_output: float | None = _f("payg.usd_per_1k_output", _positive, None)
     monthly_commitment_usd: float | None = _f("ptu.monthly_commitment_usd", _positive, None)
     capacity_tokens_per_month: float | None = _f("ptu.capacity_tokens_per_month", _positive, None)
+    n_ptu: float | None = _f("ptu.n_ptu", _positive, None, "PTUs committed, when the capacity came from them")
     capacity_estimate: str = _f("ptu.capacity_estimate", _one_of("mix-adjusted", "constant"),
                                 "mix-adjusted", "how the commitment's token capacity was estimated")
     claimed_break_even_utilization: float | None = _f("ptu.break_even_utilization", _fraction, None)
@@ -197,8 +198,9 @@ class CapacityPlan:
                                  "percentile of demand the dedicated floor is sized to")
     cost_lines: tuple | None = _f("self_hosting.cost_lines", _list_of(*COST_LINES), None)
     gpu_usd_per_hour: float | None = _f("self_hosting.gpu_usd_per_hour", _positive, None)
-    engineering_fte: float = _f("self_hosting.engineering_fte", _non_negative, 0.0)
-    usd_per_fte_year: float = _f("self_hosting.usd_per_fte_year", _non_negative, 0.0)
+    engineering_fte: float | None = _f("self_hosting.engineering_fte", _non_negative, None,
+                                       "engineers on inference operations, on-call included")
+    usd_per_fte_year: float | None = _f("self_hosting.usd_per_fte_year", _non_negative, None)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -214,10 +216,10 @@ class CapacityPlan:
                             f"must be shorter than deployment.context_len ({self.context_len}), "
                             f"got {self.prompt_len}")
         self._require_group("ptu", ("monthly_commitment_usd", "capacity_tokens_per_month"),
-                            ("usd_per_1k_input", "usd_per_1k_output", "output_fraction"))
-        self._require_group("self_hosting", ("cost_lines", "gpu_usd_per_hour"),
-                            ("usd_per_1k_input", "usd_per_1k_output", "output_fraction",
-                             "monthly_tokens"))
+                            ("usd_per_1k_input", "usd_per_1k_output", "output_fraction", "monthly_tokens"))
+        self._require_group("self_hosting", ("cost_lines", "gpu_usd_per_hour", "engineering_fte",
+                                             "usd_per_fte_year"),
+                            ("usd_per_1k_input", "usd_per_1k_output", "output_fraction", "monthly_tokens"))
 
     def _require_group(self, table, keys, needs):
         fields = {f.name: f.metadata["toml"] for f in dataclasses.fields(self)}

@@ -19,6 +19,10 @@ def _value(v, unit: str) -> str:
         return f"{v:.0%}"
     if unit == "USD per 1M tokens":
         return f"${v:,.2f} per 1M tokens"
+    if unit == "percentile":
+        return f"p{v:g}"
+    if unit == "tokens/month":
+        return f"{v / 1e9:.2f} B tokens a month"
     text = f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.3g}"
     return f"{text} {unit}".rstrip()
 
@@ -43,6 +47,11 @@ def derived_lines(plan: CapacityPlan) -> list[str]:
         ("PTU break-even", "no PTU commitment" if d.break_even_utilization is None else
          f"{d.break_even_utilization:.0%} utilisation at {plan.output_fraction:.0%} output"),
     ]
+    if d.self_hosted_usd_per_1k is not None:
+        rows += [("self-hosted cost", f"${d.self_hosted_usd_per_1k * 1000:.2f} per 1M tokens at "
+                                      f"{plan.monthly_tokens / 1e9:.2f} B tokens a month, every line counted"),
+                 ("crossover", f"{d.crossover_tokens_per_month / 1e9:.2f} B tokens a month against "
+                               f"pay-as-you-go at {plan.output_fraction:.0%} output")]
     return [f"  {k:<20}{v}" for k, v in rows]
 
 
