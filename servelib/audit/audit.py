@@ -10,6 +10,7 @@ mistake. Every formula is servelib's own (``memory``, ``roofline``, ``economics`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -19,7 +20,9 @@ from ..economics import (MINUTES_PER_MONTH, blended_price, break_even_utilizatio
 from ..hardware import get_gpu
 from ..memory import capacity, kv_bytes_per_sequence, kv_bytes_per_token, min_tp_degree, weight_bytes
 from ..models import ModelSpec, get_model
-from ..roofline import decode_tokens_per_s, predict_tpot_s, predict_ttft_s
+from ..hardware import ridge_point
+from ..roofline import compute_utilization, decode_intensity, decode_tokens_per_s, predict_tpot_s, predict_ttft_s
+from ..sim import simulate, workloads
 from .findings import Finding
 from .plan import CapacityPlan
 
@@ -214,6 +217,17 @@ def _memory_findings(plan, d):
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def static_vs_continuous():
+    """Static and continuous batching on the book's uneven-output workload (seed 0).
+
+    Returns ``(static, continuous)`` :class:`servelib.sim.SimResult` of
+    :func:`servelib.sim.workloads.uneven_outputs`; cached, the run is deterministic.
+    """
+    kw = workloads.uneven_outputs(seed=0)
+    return simulate(policy="static", **kw), simulate(policy="continuous", **kw)
+
+
 def _serving_findings(plan, d):
     """Findings on how the deployment is run: batching, admission, oversize requests, tiers."""
     model, gpu = plan_model(plan), get_gpu(plan.gpu)
@@ -225,12 +239,20 @@ def _serving_findings(plan, d):
         one = decode_tokens_per_s(model, gpu, 1, plan.context_len, **kw)
         many = decode_tokens_per_s(model, gpu, right_batch, plan.context_len, **kw)
         fld = "serving.max_batch" if plan.max_batch == 1 else "serving.benchmark_batch"
+        intensity = decode_intensity(model, 1, plan.context_len, plan.bytes_per_param, plan.kv_bytes_per_elem)
+        ridge = ridge_point(gpu, plan.dtype)
         out.append(Finding("batch1-benchmark", fld, one, many, "tokens/s per replica",
-                           f"batch {right_batch} fits in memory and decodes {many / one:.0f}x the tokens "
-                           "per second on the same GPUs"))
+                           f"batch-1 decode runs at {intensity:.2f} FLOP/byte against a ridge of {ridge:.0f}, "
+                           f"{compute_utilization(intensity, ridge):.1%} of the arithmetic; batch "
+                           f"{right_batch} fits in memory and decodes {many / one:.0f}x the tokens per second "
+                           "on the same GPUs"))
     if plan.batching == "static" and plan.output_lengths == "variable":
-        out.append(Finding("static-batching-uneven-outputs", "serving.batching", "static", "continuous", "",
-                           "output lengths vary, so every static batch waits for its longest member"))
+        st, co = static_vs_continuous()
+        out.append(Finding("static-batching-uneven-outputs", "serving.batching", st.makespan_s, co.makespan_s,
+                           "s makespan",
+                           f"continuous batching finishes {st.makespan_s / co.makespan_s:.1f}x sooner with "
+                           f"{st.mean_latency_s / co.mean_latency_s:.1f}x lower mean latency "
+                           f"({len(workloads.uneven_outputs(seed=0)['requests'])} requests, exponential outputs)"))
     if plan.admission == "prompt":
         out.append(Finding("admit-on-prompt-length", "serving.admission", "prompt", "final", "",
                            "reserve prompt plus maximum output at admission"))
