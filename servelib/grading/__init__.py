@@ -5,6 +5,7 @@ in one module per chapter, all imported here so that every id is known.
 """
 from . import kv  # noqa: F401  (registers the KV-cache chapter's exercises)
 from . import economics  # noqa: F401  (registers the economics chapter's exercises)
+from . import capstone  # noqa: F401  (registers the capstone chapter's exercises)
 from .check import check
 from .registry import REGISTRY, Exercise, exercise
 
