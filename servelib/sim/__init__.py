@@ -1,0 +1,14 @@
+"""A scheduling simulator of one LLM serving replica.
+
+``simulate(requests, ...)`` runs :class:`Request` objects through static or continuous
+batching over a KV budget (contiguous or paged, with admission on the final or the prompt
+length, preemption and chunked prefill) and returns a :class:`SimResult`.
+:mod:`servelib.sim.workloads` makes seeded workloads; :func:`roofline_step_time` turns a
+model and a GPU into the step-time function ``simulate`` takes.
+Introduced in the chapter "Scheduling: continuous batching, admission control and paged KV".
+"""
+from . import workloads
+from .core import Request, SimResult, Trace, simulate
+from .steptime import roofline_step_time
+
+__all__ = ["Request", "SimResult", "Trace", "simulate", "roofline_step_time", "workloads"]

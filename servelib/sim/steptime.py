@@ -1,0 +1,34 @@
+"""Step times for the simulator from the roofline model of a model on a GPU."""
+from __future__ import annotations
+
+from .. import _check
+from ..hardware import get_gpu
+from ..memory import kv_bytes_per_token, weight_bytes
+from ..roofline import decode_bytes_per_step, prefill_flops, step_time_s
+
+
+def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: float = 2,
+                       bytes_per_elem: float = 2, tp_degree: int = 1):
+    """Return ``f(batch, tokens, kv_tokens) -> seconds``, the roofline time of one step.
+
+    A step processing ``tokens`` tokens (decode tokens plus prefill tokens) for ``batch``
+    sequences does ``2 * n_active_params * tokens`` FLOPs (:func:`servelib.roofline.prefill_flops`) and reads the weights once plus
+    the ``kv_tokens`` tokens of KV in the cache
+    (:func:`servelib.roofline.decode_bytes_per_step`); it takes the larger of compute time
+    and memory time (:func:`servelib.roofline.step_time_s`). Under tensor parallelism each
+    of ``tp_degree`` devices does its share; communication is ignored, so this is a lower
+    bound. ``gpu`` is a GPUSpec or a preset name. Raises like the functions it calls.
+    """
+    gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    tp = _check.positive_int("tp_degree", tp_degree)
+    w = weight_bytes(model, bytes_per_param) / tp
+    kv_tok = kv_bytes_per_token(model, bytes_per_elem, tp_degree=tp)
+    params = model.n_active_params / tp
+    peak, bw = gpu.peak_flops(dtype), gpu.hbm_bandwidth_Bps
+
+    def step_time(batch: int, tokens: int, kv_tokens: int) -> float:
+        b = _check.positive_int("batch", batch)
+        kv_per_seq = _check.non_negative("kv_tokens", kv_tokens) * kv_tok / b
+        return step_time_s(prefill_flops(params, tokens), decode_bytes_per_step(w, kv_per_seq, b), peak, bw)
+
+    return step_time
