@@ -36,3 +36,37 @@ def new_axes(xlabel: str, ylabel: str, title: str | None = None, *, logx=False, 
     if logy:
         ax.set_yscale("log")
     return fig, ax
+
+
+def roofline(ax, peak_flops: float, bandwidth_Bps: float, label: str, *, color=None,
+             intensity_range=(0.1, 1e4)):
+    """Draw one roofline on ``ax`` (log-log): attainable FLOP/s = min(peak, intensity x bandwidth).
+
+    The line bends at the ridge point ``peak_flops / bandwidth_Bps`` FLOP/byte, which is
+    marked. ``intensity_range`` is the x-span in FLOP/byte. Returns the ridge.
+    """
+    import numpy as np
+
+    from .roofline import attainable_flops
+    x = np.geomspace(*intensity_range, 200)
+    y = [attainable_flops(i, peak_flops, bandwidth_Bps) for i in x]
+    (line,) = ax.plot(x, y, label=label, color=color)
+    ridge = peak_flops / bandwidth_Bps
+    ax.plot([ridge], [peak_flops], "o", color=line.get_color(), markersize=4)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    return ridge
+
+
+def sweep(ax, batches, measured_tokens_per_s, predicted_tokens_per_s=None, label: str = "measured",
+          *, color=None):
+    """Plot decode throughput against batch size: measured points, prediction as a dashed line.
+
+    ``batches``: batch sizes; ``measured_tokens_per_s`` and ``predicted_tokens_per_s``
+    (optional): one value per batch. The x-axis is log2.
+    """
+    (pts,) = ax.plot(batches, measured_tokens_per_s, "o-", label=label, color=color)
+    if predicted_tokens_per_s is not None:
+        ax.plot(batches, predicted_tokens_per_s, "--", color=pts.get_color(),
+                label=f"{label}: roofline prediction")
+    ax.set_xscale("log", base=2)

@@ -105,3 +105,110 @@ def decode_tokens_per_s(model, gpu, batch: int, context_len: int, **kwargs) -> f
     Keyword arguments are those of :func:`predict_tpot_s`.
     """
     return _check.positive_int("batch", batch) / predict_tpot_s(model, gpu, batch, context_len, **kwargs)
+
+
+def prefill_attention_flops(model, n_tokens: int, batch: int = 1) -> float:
+    """FLOPs of causal self-attention over a prompt, the term :func:`prefill_flops` leaves out.
+
+    Token ``t`` (1-based) scores itself against ``t`` keys and takes the weighted sum of
+    ``t`` values: ``2 * n_heads * head_dim * t`` FLOPs each, per layer. Summed over a prompt
+    of ``S`` tokens: ``2 * L * n_heads * head_dim * S * (S + 1)`` per sequence, times
+    ``batch``. Quadratic in ``S``: a correction of a few percent at short prompts that grows
+    with the prompt (for Llama-3-70B it reaches 10% of ``2PS`` near 11k tokens).
+    Raises ValueError for non-positive sizes.
+    """
+    s = _check.positive_int("n_tokens", n_tokens)
+    b = _check.positive_int("batch", batch)
+    return 2.0 * model.n_layers * model.n_heads * model.head_dim * s * (s + 1) * b
+
+
+def decode_attention_flops_per_step(model, context_len: int, batch: int = 1) -> float:
+    """FLOPs of attention in one decode step: ``4 * L * n_heads * head_dim * context * batch``.
+
+    The new token scores ``context_len`` cached keys and sums as many values (2 FLOPs per
+    multiply-add each). Left out of :func:`decode_flops_per_step`; it matters only when the
+    context is long compared with ``P / (2 * L * n_heads * head_dim)`` tokens.
+    """
+    c = _check.positive_int("context_len", context_len)
+    b = _check.positive_int("batch", batch)
+    return 4.0 * model.n_layers * model.n_heads * model.head_dim * c * b
+
+
+def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
+    """FLOPs per byte moved from memory: ``flops / bytes_moved`` (FLOP/byte).
+
+    Compare it with :func:`servelib.hardware.ridge_point`: below the ridge the work is
+    memory-bound, above it compute-bound. Raises ValueError if ``bytes_moved`` is not > 0.
+    """
+    return _check.non_negative("flops", flops) / _check.positive("bytes_moved", bytes_moved)
+
+
+def decode_intensity(model, batch: int = 1, context_len: int = 1, bytes_per_param: float = 2,
+                     bytes_per_elem: float = 2) -> float:
+    """Arithmetic intensity of one decode step (FLOP/byte): ``2PB / (W + B * KV)``.
+
+    ``P`` is ``model.n_active_params``, ``W`` the bytes of all weights, ``KV`` one
+    sequence's cache at ``context_len`` tokens. With fp16 weights (2 bytes per parameter)
+    and a short context this is about ``B``: one FLOP per byte at batch 1, a little under
+    because the KV read adds bytes and no weight FLOPs. As ``B`` grows it tends to
+    ``2P / KV``: the KV read does not amortize, so long contexts cap it.
+    """
+    from .memory import kv_bytes_per_sequence, weight_bytes
+    b = _check.positive_int("batch", batch)
+    flops = decode_flops_per_step(model.n_active_params, b)
+    kv = kv_bytes_per_sequence(model, context_len, bytes_per_elem)
+    return arithmetic_intensity(flops, decode_bytes_per_step(weight_bytes(model, bytes_per_param), kv, b))
+
+
+def decode_intensity_limit(model, context_len: int, bytes_per_elem: float = 2) -> float:
+    """The intensity decode tends to as the batch grows without bound: ``2P / KV`` (FLOP/byte).
+
+    Once the KV reads dominate the weight read, each extra sequence brings ``2P`` FLOPs and
+    ``KV(context_len)`` bytes, so no batch size can push decode above this. When it lies
+    below a device's ridge point, decode at that context never becomes compute-bound.
+    """
+    from .memory import kv_bytes_per_sequence
+    return 2.0 * model.n_active_params / kv_bytes_per_sequence(model, context_len, bytes_per_elem)
+
+
+def compute_utilization(intensity: float, ridge: float) -> float:
+    """Fraction of peak FLOP/s a kernel of ``intensity`` can use on a device with ``ridge``.
+
+    Roofline: attainable FLOP/s = ``min(peak, intensity * bandwidth)``, so the fraction of
+    peak is ``min(1, intensity / ridge)``. Batch-1 decode (about 1 FLOP/byte) on an H100 SXM
+    in bf16 (ridge 295) uses 1/295 = 0.34% of its arithmetic.
+    """
+    return min(1.0, _check.non_negative("intensity", intensity) / _check.positive("ridge", ridge))
+
+
+def attainable_flops(intensity: float, peak_flops: float, bandwidth_Bps: float) -> float:
+    """The roofline: ``min(peak_flops, intensity * bandwidth_Bps)`` in FLOP/s."""
+    return min(_check.positive("peak_flops", peak_flops),
+               _check.non_negative("intensity", intensity) * _check.positive("bandwidth_Bps", bandwidth_Bps))
+
+
+def critical_batch(model, ridge: float, context_len: int = 1, bytes_per_param: float = 2,
+                   bytes_per_elem: float = 2) -> int | None:
+    """The smallest batch at which decode's intensity reaches ``ridge``: where it turns compute-bound.
+
+    Solving ``2PB / (W + B * KV) >= ridge`` gives ``B >= ridge * W / (2P - ridge * KV)``.
+    Returns None when ``2P / KV <= ridge`` (:func:`decode_intensity_limit`): at that context
+    no batch is large enough, decode stays memory-bound. Example: a 70B fp16 model at short
+    context on an H100 SXM (ridge 295) needs a batch of about 295.
+    """
+    import math
+
+    from .memory import kv_bytes_per_sequence, weight_bytes
+    r = _check.positive("ridge", ridge)
+    w = weight_bytes(model, bytes_per_param)
+    kv = kv_bytes_per_sequence(model, context_len, bytes_per_elem)
+    two_p = 2.0 * model.n_active_params
+    if two_p <= r * kv:
+        return None
+    b = max(1, math.ceil(r * w / (two_p - r * kv) * (1 - 1e-12)))
+    # Guard the float rounding of the closed form: step to the exact smallest integer.
+    while b > 1 and decode_intensity(model, b - 1, context_len, bytes_per_param, bytes_per_elem) >= r:
+        b -= 1
+    while decode_intensity(model, b, context_len, bytes_per_param, bytes_per_elem) < r:
+        b += 1
+    return b

@@ -1,6 +1,7 @@
 """Which device to measure on, and in which dtype."""
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import asdict, dataclass
 
@@ -13,9 +14,10 @@ class DeviceInfo:
 
     ``kind``: 'cuda', 'mps' or 'cpu'. ``name``: the product name (CUDA) or processor.
     ``dtype``: the 16-bit dtype measurements use there ('bf16' where the hardware has bf16
-    matrix units, 'fp16' on older GPUs such as the T4, 'fp32' on a CPU, where 16-bit
-    matrix products are emulated and slower). ``memory_bytes``: device memory that torch
-    reports (CUDA), else None. ``torch``: the torch version.
+    matrix units, 'fp16' on older GPUs such as the T4; on a CPU 'bf16' where oneDNN reports
+    native bf16 instructions such as AVX512-BF16 or AMX, else 'fp32', because elsewhere
+    16-bit matrix products are emulated and slower). ``memory_bytes``: device memory that
+    torch reports (CUDA), else None. ``torch``: the torch version.
     """
 
     kind: str
@@ -57,5 +59,26 @@ def pick_device(prefer: str | None = None) -> DeviceInfo:
         return DeviceInfo("cuda", props.name, dtype, int(props.total_memory), torch.__version__)
     if kind == "mps":
         return DeviceInfo("mps", "Apple GPU (MPS)", "fp16", None, torch.__version__)
-    return DeviceInfo("cpu", platform.processor() or platform.machine(), "fp32", None,
+    return DeviceInfo("cpu", _cpu_name(), "bf16" if _cpu_has_bf16() else "fp32", None,
                       torch.__version__)
+
+
+def _cpu_has_bf16() -> bool:
+    # oneDNN answers whether this CPU multiplies bf16 natively (AVX512-BF16, AMX).
+    mkldnn = getattr(torch.ops, "mkldnn", None)
+    try:
+        return bool(torch.backends.mkldnn.is_available() and mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _cpu_name() -> str:
+    # platform.processor() is empty on most Linux systems; /proc/cpuinfo names the part.
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
