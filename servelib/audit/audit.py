@@ -129,8 +129,18 @@ def _tco_kwargs(plan) -> dict:
                 n_engineers=plan.engineering_fte, usd_per_engineer_year=plan.usd_per_fte_year)
 
 
-def _tco(plan):
-    return self_hosted_tco(plan.monthly_tokens, **_tco_kwargs(plan))
+def plan_tco(plan: CapacityPlan, monthly_tokens: float | None = None):
+    """The self-hosting TCO of ``plan`` (:class:`servelib.economics.SelfHostedTCO`), every line counted.
+
+    Throughput from :func:`servelib.economics.replica_throughput` at the plan's batch, context
+    and mix; replicas of ``tp_degree`` GPUs, at least ``n_gpus // tp_degree`` of them; the
+    plan's GPU price and engineering line. ``monthly_tokens`` defaults to the plan's volume.
+    Raises ValueError if the plan has no self-hosting case or its model does not fit.
+    """
+    if not plan.has_self_hosting:
+        raise ValueError("plan has no [self_hosting] table")
+    return self_hosted_tco(plan.monthly_tokens if monthly_tokens is None else monthly_tokens,
+                           **_tco_kwargs(plan))
 
 
 def derive(plan: CapacityPlan) -> Derived:
@@ -161,7 +171,7 @@ def derive(plan: CapacityPlan) -> Derived:
         tpot_s=predict_tpot_s(model, gpu, batch, plan.context_len,
                               bytes_per_elem=plan.kv_bytes_per_elem, **common),
         break_even_utilization=_break_even(plan, plan.output_fraction) if plan.has_ptu else None,
-        self_hosted_usd_per_1k=_tco(plan).unit_cost_usd_per_1k if plan.has_self_hosting and cap.fits else None,
+        self_hosted_usd_per_1k=plan_tco(plan).unit_cost_usd_per_1k if plan.has_self_hosting and cap.fits else None,
         crossover_tokens_per_month=(crossover_tokens_per_month(_blended(plan), **_tco_kwargs(plan))
                                     if plan.has_self_hosting and cap.fits else None),
     )
@@ -323,7 +333,7 @@ def _self_hosting_findings(plan, d):
     """Findings on a self-hosting business case: which cost lines it counted."""
     if "engineering" in plan.cost_lines or d.self_hosted_usd_per_1k is None:
         return []
-    t = _tco(plan)
+    t = plan_tco(plan)
     return [Finding("self-hosting-gpu-hours-only", "self_hosting.cost_lines", t.gpu_only_usd_per_1k * 1000,
                     t.unit_cost_usd_per_1k * 1000, "USD per 1M tokens",
                     f"{plan.engineering_fte:g} engineers on inference operations add "

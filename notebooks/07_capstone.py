@@ -1,0 +1,425 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # What good sounds like
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/07_capstone.ipynb)
+#
+# Every earlier chapter answered one question. A capacity plan has to answer all of them at
+# once, for one model on one node, and say which numbers matter and why. This chapter works
+# through such a plan for a 70B {term}`GQA` model on an 8-GPU node, computing every figure
+# from `servelib`: the cache per token and per conversation, the concurrency, why a
+# batch-1 endpoint is slow, where a dedicated floor should sit, why a break-even needs its
+# output mix, when self-hosting pays, and when cost is not the question at all. Then it
+# turns the tables: the syllabus's six war stories become plans, and an audit,
+# `servelib.audit`, names the beginner mistake in each. Last, you find the mistakes yourself
+# before the audit does.
+#
+# **You will be able to**
+# 1. derive a node's concurrency from memory and defend it in one sentence;
+# 2. explain a slow batch-1 endpoint with arithmetic intensity and fix it with batching;
+# 3. size a dedicated floor to p50 with spill, and quote a break-even only with its mix;
+# 4. state the assumptions behind a self-hosting crossover, and when cost is not the question;
+# 5. read a capacity plan and name each beginner mistake in it, as the audit does.
+
+# %%
+# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# already installed (README). Then it reports the device that measurements would use
+# (this chapter computes; it measures nothing).
+import importlib.util
+import subprocess
+import sys
+
+REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
+if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
+                   check=True)
+
+from servelib.measure import pick_device
+
+DEVICE = pick_device()
+print(f"measuring on {DEVICE.kind} ({DEVICE.name}), dtype {DEVICE.dtype}, torch {DEVICE.torch}")
+
+# %%
+import dataclasses
+import pathlib
+
+import numpy as np
+
+from servelib import plots
+from servelib.audit import audit, derive, load_plan, plan_model, plan_tco, plan_to_toml, right_tp_degree
+from servelib.audit.examples import sound_plan, war_stories
+from servelib.audit.report import finding_lines
+from servelib.book import glue
+from servelib.economics import (MINUTES_PER_MONTH, blended_price, break_even_utilization, demand_trace,
+                                floor_at_percentile, spillover_cost)
+from servelib.grading import check
+from servelib.hardware import get_gpu, ridge_point
+from servelib.memory import kv_budget_bytes, kv_bytes_per_token, max_concurrency, weight_bytes
+from servelib.roofline import compute_utilization, decode_intensity
+from servelib.units import GiB, KiB, fmt_bytes
+
+plots.apply_style()
+
+# %% [markdown]
+# ## The plan
+#
+# A plan is a short file: the model, the GPUs and how they are split, the context length,
+# the working reserve, how the engine batches and admits, the money side, and the numbers
+# its author claims. `servelib.audit.CapacityPlan` holds it; the same plan is kept in the
+# repository as `plans/sound.toml` and is built here in code, so the chapter runs anywhere.
+# When the file is at hand, the two are checked to agree.
+
+# %%
+plan = sound_plan()
+repo_file = pathlib.Path("..") / "plans" / "sound.toml"
+if repo_file.exists():
+    assert load_plan(repo_file) == plan
+print(plan_to_toml(plan))
+
+# %% [markdown]
+# The model is Llama-3-70B's architecture ($L = 80$ layers, $H_{kv} = 8$ KV heads of
+# $d_{head} = 128$) with the syllabus's round $70 \times 10^9$ parameters in fp16, as in the
+# KV-cache chapter. The node is eight H100 SXM cards of 80 GiB.
+#
+# ## Concurrency is memory
+#
+# The cache per token is $2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b$; a conversation of
+# $n$ tokens needs $n$ of them; the budget is what the weights leave, less the working
+# reserve; concurrency is the budget over the conversation:
+#
+# $$
+# \text{concurrency} = \left\lfloor \frac{(M - W)(1 - r)}{2 L H_{kv} d_{head} b \cdot n} \right\rfloor .
+# $$
+
+# %%
+# NBVAL_CHECK_OUTPUT
+model = plan_model(plan)
+d = derive(plan)
+node = plan.n_gpus * get_gpu(plan.gpu).memory_bytes
+pooled = max_concurrency(kv_budget_bytes(node, weight_bytes(70e9), plan.reserve_fraction),
+                         kv_bytes_per_token(model), plan.context_len)
+print(f"KV per token         : {fmt_bytes(d.kv_bytes_per_token)}")
+print(f"KV per conversation  : {fmt_bytes(d.kv_bytes_per_sequence)} at {plan.context_len:,} tokens")
+print(f"weights              : {fmt_bytes(d.weights_bytes, digits=4)} on a {fmt_bytes(node)} node")
+print(f"KV budget            : {fmt_bytes(d.kv_budget_bytes, digits=4)} after a {plan.reserve_fraction:.0%} reserve")
+print(f"concurrency          : {d.concurrency} (per device at TP={plan.tp_degree}), {pooled} (pooled)")
+assert d.kv_bytes_per_token == 320 * KiB and d.kv_bytes_per_sequence == 2.5 * GiB
+assert d.concurrency == pooled == 183
+
+# %%
+glue("cap_kv_token", fmt_bytes(d.kv_bytes_per_token))
+glue("cap_kv_seq", fmt_bytes(d.kv_bytes_per_sequence))
+glue("cap_conc", d.concurrency)
+glue("cap_tp_min", d.min_tp_degree)
+
+# %% [markdown]
+# {glue:text}`cap_kv_token` per token, {glue:text}`cap_kv_seq` per 8k conversation, and
+# {glue:text}`cap_conc` conversations on the node. Per-device arithmetic at TP=8 and the
+# pooled view agree here because the 8 KV heads split evenly over 8 cards.
+#
+# Why TP=8 and not the smallest {term}`TP degree` that fits, which is
+# {glue:text}`cap_tp_min`? The plan must hold 160 conversations at once. Replicas each keep a
+# full copy of the weights, so splitting the node into smaller replicas spends memory on
+# weights instead of cache:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for tp in (2, 4, 8):
+    c = derive(dataclasses.replace(plan, tp_degree=tp))
+    print(f"TP={tp}: {plan.n_gpus // tp} replica(s) x {c.sequences_per_replica:>3} = {c.concurrency:>3} conversations")
+assert right_tp_degree(plan) == 8 and right_tp_degree(dataclasses.replace(plan, target_concurrency=100)) == 4
+
+# %% [markdown]
+# The rule is the smallest degree that fits *the model and the demand*: TP=8 is the smallest
+# that holds 160 conversations of 8k tokens; for 100 of them TP=4 would do.
+#
+# ## Why the endpoint is slow
+#
+# A decode step reads every weight to make one token per sequence: $2P$ FLOPs against $W$
+# bytes, about 1 FLOP per byte in fp16 at batch 1. The {term}`ridge point` of an H100 in
+# bf16 is peak FLOP/s over bandwidth, about 295. Below it the GPU waits on memory:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ridge = ridge_point(plan.gpu, plan.dtype)
+for batch in (1, 16, d.decode_batch):
+    ai = decode_intensity(model, batch, plan.context_len)
+    print(f"batch {batch:>3}: {ai:6.2f} FLOP/byte, {compute_utilization(ai, ridge):6.1%} of the arithmetic")
+ai1 = decode_intensity(model, 1, plan.context_len)
+print(f"ridge point: {ridge:.0f} FLOP/byte")
+assert 0.8 < ai1 <= 1 and round(ridge) == 295 and round(compute_utilization(ai1, ridge), 4) == 0.0033
+
+# %%
+glue("cap_ai1", f"{ai1:.2f}")
+glue("cap_ridge", f"{ridge:.0f}")
+glue("cap_util1", f"{compute_utilization(ai1, ridge):.1%}")
+
+# %% [markdown]
+# Batch-1 decode runs at {glue:text}`cap_ai1` FLOP/byte against a ridge of
+# {glue:text}`cap_ridge`: {glue:text}`cap_util1` of the arithmetic. More GPUs would idle the
+# same way. {term}`Continuous batching` shares each weight read among every live
+# conversation, and the memory above says 183 of them fit. (At 8k contexts the KV read grows
+# with the batch, so intensity stops short of the batch size; the batching chapter shows why.)
+#
+# ## The floor and the spill
+#
+# Dedicated capacity ({term}`PTU`) is paid for every minute. Sized to the peak it idles most
+# of the month; sized to the median (p50) it is busy, and the minutes above it
+# {term}`spill <Spillover>` to pay-as-you-go: the bill rises a little, nothing is refused.
+# Below, the plan's workload (5.75 B tokens a month) is spread over a seeded month of
+# traffic with a daily cycle and bursts, and the plan's dedicated price ($13,140 a month for
+# 120,000 tokens/min) is applied to floors at several percentiles.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+trace = demand_trace(mean_tpm=plan.monthly_tokens / MINUTES_PER_MONTH, seed=0)
+usd_per_tpm = plan.monthly_commitment_usd / (plan.capacity_tokens_per_month / MINUTES_PER_MONTH)
+payg = blended_price(plan.usd_per_1k_input, plan.usd_per_1k_output, plan.output_fraction)
+rows = {}
+for label, q, spill in (("no floor", 0, True), ("p50, spill", 50, True), ("peak", 100, True),
+                        ("p50, no spill", 50, False)):
+    r = spillover_cost(trace, floor_at_percentile(trace, q) if q else 0.0, usd_per_tpm, payg, spill=spill)
+    rows[label] = r
+    print(f"{label:<14} floor {r.floor_tpm:>9,.0f} tokens/min  ${r.total_usd:>9,.0f}/month  "
+          f"availability {r.availability:6.1%}")
+assert rows["p50, spill"].total_usd < min(rows["no floor"].total_usd, rows["peak"].total_usd)
+assert rows["p50, spill"].availability == 1 and rows["p50, no spill"].availability < 0.9
+
+# %%
+qs = np.arange(0, 101, 5)
+costs = [spillover_cost(trace, floor_at_percentile(trace, q), usd_per_tpm, payg).total_usd for q in qs]
+fig, ax = plots.new_axes("floor sized to percentile of demand", "monthly cost with spill (USD)",
+                         "dedicated floor plus pay-as-you-go spill")
+ax.plot(qs, costs, marker="o")
+ax.axvline(50, color="grey", ls="--", lw=0.8)
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: the month's bill for a dedicated floor at each percentile of demand, overflow
+# spilled to pay-as-you-go. Notice the shallow bowl: p50 (dashed) sits near the bottom,
+# while a floor at the peak costs several times as much. Without spill the p50 floor would be
+# cheap and refuse traffic; with spill it degrades in cost, not availability.*
+#
+# ## Never a break-even without the mix
+#
+# The {term}`blended price` of a workload is $c_{in}(1-f) + c_{out} f$ with $f$ the output
+# fraction. A fixed commitment breaks even when it replaces as many PAYG dollars as it
+# costs, so its break-even utilisation scales with one over the blended price:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+be = {f: break_even_utilization(plan.monthly_commitment_usd, plan.capacity_tokens_per_month,
+                                plan.usd_per_1k_input, plan.usd_per_1k_output, f) for f in (0.5, 0.25, 0.1)}
+for f, u in be.items():
+    price = blended_price(plan.usd_per_1k_input, plan.usd_per_1k_output, f) * 1000
+    print(f"output {f:4.0%}: blended ${price:.2f} per 1M tokens -> break-even at {u:.0%} utilisation")
+assert (round(be[0.5], 2), round(be[0.25], 2), round(be[0.1], 2)) == (0.40, 0.57, 0.77)
+
+# %%
+glue("cap_be50", f"{be[0.5]:.0%}")
+glue("cap_be10", f"{be[0.1]:.0%}")
+
+# %% [markdown]
+# The same contract breaks even at {glue:text}`cap_be50` with half the tokens output and at
+# {glue:text}`cap_be10` with a tenth. A break-even quoted without its mix is not a number.
+#
+# ## When self-hosting pays
+#
+# Self-hosting is a fixed monthly bill, so its unit cost falls as the volume grows. The
+# plan's assumptions, all stated: the same node rented at $2.50 per H100-hour (730 hours a
+# month), throughput from the roofline at the plan's batch and context with a quarter of
+# the tokens output, load kept at or below 60% of capacity for headroom, and a quarter of an
+# engineer ($180,000 a year, loaded) on inference operations. Pay-as-you-go at gpt-4o list
+# prices for the same mix:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"PAYG at {plan.output_fraction:.0%} output: ${payg * 1000:.3f} per 1M tokens")
+print(f"self-hosted at {plan.monthly_tokens / 1e9:.2f} B tokens/month: ${d.self_hosted_usd_per_1k * 1000:.2f} per 1M")
+print(f"crossover: {d.crossover_tokens_per_month / 1e9:.2f} B tokens a month")
+assert 4e9 <= d.crossover_tokens_per_month <= 5e9
+
+# %%
+glue("cap_crossover", f"{d.crossover_tokens_per_month / 1e9:.1f} B")
+
+# %% [markdown]
+# On these numbers self-hosting crosses over at about {glue:text}`cap_crossover` tokens a
+# month. Each assumption moves it: two engineers instead of a quarter push it past 10 B.
+#
+# ## When cost is not the question
+#
+# Some data may not leave the organisation's own hardware: patient records, classified
+# material, data under a residency rule. Then a hosted API is not an option at any price,
+# self-hosting is the only admissible deployment, and the crossover stops being a decision.
+# The arithmetic does not go away; it changes role. With the bill fixed, the unit cost is
+# set by how full the node is kept, so utilisation becomes an obligation: batch hard,
+# admit safely, share the node between tiers only with priorities, and size the fleet to
+# the load rather than the peak.
+
+# %%
+volumes = np.geomspace(0.5e9, 20e9, 30)
+unit = [plan_tco(plan, v).unit_cost_usd_per_1k * 1000 for v in volumes]
+fig, ax = plots.new_axes("tokens per month", "USD per 1M tokens", "self-hosted unit cost vs volume",
+                         logx=True, logy=True)
+ax.plot(volumes, unit, label="self-hosted, every line")
+ax.axhline(payg * 1000, color="grey", ls="--", label="pay-as-you-go")
+ax.axvline(d.crossover_tokens_per_month, color="grey", lw=0.8)
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: the self-hosted unit cost against monthly volume (log-log), with pay-as-you-go
+# dashed. Notice the falling staircase: each extra replica is a step. Left of the crossover
+# (thin line) self-hosting costs more; with restricted data you pay it anyway, and every
+# idle hour is a cost you are obliged to cut.*
+#
+# ## The six war stories, audited
+#
+# Each war story of the syllabus is a plan that differs from the one above in the way the
+# team got it wrong. `servelib.audit.audit(plan)` recomputes every figure and returns one
+# finding per mistake: a stable code, the wrong and the right value, and why.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for story in war_stories():
+    print(f"== {story.title}: {story.plan.description}")
+    print("\n".join(finding_lines(story.plan)[1:3]))
+    assert sorted(f.code for f in audit(story.plan)) == sorted(story.expected)
+
+# %% [markdown]
+# The same audit runs from the command line on a plan file, and exits with status 1 when it
+# finds a mistake (2 when the plan itself is invalid, naming the field):
+#
+# ```bash
+# python -m servelib plans/story-break-even-moved.toml
+# ```
+#
+# ## Self-test: find the mistakes first
+#
+# Three plans follow, each a variation of the sound one. Read each and write down the
+# mistakes you see *before* running the audit cell after it.
+#
+# **Plan A.** The same node, but the team counted 64 KV heads and claimed 22 conversations;
+# the engine admits on the prompt length.
+#
+# **Plan B.** The same node, with TP=8 for a target of 30 conversations and a dedicated
+# floor sized to the p95 of demand.
+#
+# **Plan C.** The same node with no working reserve (claiming 203 conversations),
+# requests that can never fit left in the queue, and chat and batch on one endpoint.
+
+# %%
+quiz = {
+    "A": dataclasses.replace(plan, claimed_concurrency=22, admission="prompt"),
+    "B": dataclasses.replace(plan, target_concurrency=30, floor_percentile=95),
+    "C": dataclasses.replace(plan, reserve_fraction=0.0, claimed_concurrency=203,
+                             oversize_requests="queue", shared_tiers=True),
+}
+my_answers = {"A": [...], "B": [...], "C": [...]}        # your codes, before you run the next cell
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name, p in quiz.items():
+    print(f"Plan {name}: {', '.join(f.code for f in audit(p))}")
+assert [len(audit(p)) for p in quiz.values()] == [2, 2, 3]
+
+# %% [markdown]
+# ## Summary: what good sounds like
+#
+# | claim | value |
+# |---|---|
+# | KV per token, 70B GQA in fp16 | {glue:text}`cap_kv_token` |
+# | KV per 8k conversation | {glue:text}`cap_kv_seq` |
+# | conversations on 8 x 80 GiB after weights and a 10% reserve | {glue:text}`cap_conc` |
+# | batch-1 decode intensity against the ridge | {glue:text}`cap_ai1` vs {glue:text}`cap_ridge` FLOP/byte |
+# | break-even of the commitment at 50% / 10% output | {glue:text}`cap_be50` / {glue:text}`cap_be10` |
+# | self-hosting crossover on the stated assumptions | {glue:text}`cap_crossover` tokens a month |
+#
+# Said as one answer: concurrency is memory, so derive it from the cache and the budget;
+# a slow endpoint at batch 1 needs batching, not more GPUs; size the dedicated floor to p50
+# and spill the peak so the service degrades in cost rather than availability; never quote a
+# break-even without the output mix; self-hosting is a utilisation bet that the engineering
+# line decides, unless the data is restricted, in which case it is the only option and
+# utilisation is an obligation.
+#
+# ## Exercises
+#
+# Each exercise states every constant it needs; the plan is the chapter's (70e9 parameters in
+# fp16, Llama-3-70B's shape, 8 x H100 SXM of 80 GiB, TP=8, 10% reserve, gpt-4o prices,
+# $13,140 a month for 120,000 tokens/min, $2.50 per GPU-hour, $180,000 per engineer-year).
+# `check` says whether your answer is right. Solutions are behind the toggles.
+#
+# **cap-1.** How many conversations of 16,384 tokens does the node hold at once?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = derive(dataclasses.replace(plan, context_len=16_384)).concurrency
+### END SOLUTION
+check("cap-1", answer)
+
+# %% [markdown]
+# **cap-2.** Back at 8,192 tokens, the engine stores the KV cache in fp8 (1 byte per
+# element; weights stay fp16). How many conversations fit?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = derive(dataclasses.replace(plan, kv_bytes_per_elem=1)).concurrency
+### END SOLUTION
+check("cap-2", answer)
+
+# %% [markdown]
+# **cap-3.** The workload's output fraction becomes 30%. What is the commitment's
+# break-even utilisation (a fraction)?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = break_even_utilization(plan.monthly_commitment_usd, plan.capacity_tokens_per_month,
+                                plan.usd_per_1k_input, plan.usd_per_1k_output, 0.30)
+### END SOLUTION
+check("cap-3", answer)
+
+# %% [markdown]
+# **cap-4.** The node only needs to hold 100 conversations of 8,192 tokens at once. What is
+# the smallest TP degree (dividing 8) whose replicas together hold them?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = right_tp_degree(dataclasses.replace(plan, target_concurrency=100))
+### END SOLUTION
+check("cap-4", answer)
+
+# %% [markdown]
+# **cap-5.** Inference operations take one full engineer instead of a quarter. Where does
+# self-hosting cross over pay-as-you-go now, in billions of tokens a month?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = derive(dataclasses.replace(plan, engineering_fte=1)).crossover_tokens_per_month / 1e9
+### END SOLUTION
+check("cap-5", answer)
+
+# %% [markdown]
+# **cap-6.** A plan claims 203 conversations (with the 10% reserve in its inputs), admits
+# on the prompt length, runs static batches of chat replies of any length, and shares one
+# endpoint between chat and overnight batch. How many distinct mistakes does it contain?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = len(audit(dataclasses.replace(plan, claimed_concurrency=203, admission="prompt",
+                                       batching="static", shared_tiers=True)))
+### END SOLUTION
+check("cap-6", answer)
