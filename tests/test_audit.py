@@ -113,3 +113,40 @@ def test_audit_rejects_a_non_plan():
 def test_two_mistakes_give_two_codes():
     plan = dataclasses.replace(sound_plan(), admission="prompt", oversize_requests="queue")
     assert codes(plan) == ["admit-on-prompt-length", "queue-never-fits"]
+
+
+def test_break_even_moved_40_to_77():
+    story = {w.slug: w for w in war_stories()}["break-even-moved"]
+    f, = audit(story.plan)
+    assert (f.field, f.wrong, round(f.right, 2)) == ("ptu.break_even_output_fraction", 0.40, 0.77)
+
+
+def test_peak_sized_commitment_22_against_57():
+    story = {w.slug: w for w in war_stories()}["ptu-sized-to-peak"]
+    f, = audit(story.plan)
+    assert (f.wrong, f.right) == (100, 50)
+    assert "22% utilisation against a 57% break-even" in f.detail
+    assert round(derive(story.plan).break_even_utilization, 2) == 0.57
+
+
+def test_self_hosting_story_triples_the_unit_cost():
+    story = {w.slug: w for w in war_stories()}["self-hosting-won-then-lost"]
+    f, = audit(story.plan)
+    assert round(f.right / f.wrong) == 3
+
+
+def test_sound_plan_crossover_between_4_and_5_billion():
+    assert 4e9 <= derive(sound_plan()).crossover_tokens_per_month <= 5e9
+
+
+def test_tokens_per_ptu_constant_found_from_the_numbers_too():
+    plan = mistake_plans()["tokens-per-ptu-constant"]
+    f, = audit(plan)
+    assert f.right < f.wrong
+    # Stated as "mix-adjusted" but equal to the datasheet's input-only rate: still caught.
+    assert codes(dataclasses.replace(plan, capacity_estimate="mix-adjusted")) == ["tokens-per-ptu-constant"]
+
+
+def test_static_batching_finding_comes_from_the_simulator():
+    f, = audit(mistake_plans()["static-batching-uneven-outputs"])
+    assert f.wrong > f.right > 0

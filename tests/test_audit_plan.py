@@ -126,3 +126,14 @@ def test_round_trip_through_toml(n_gpus, context, reserve, batch):
     plan = dataclasses.replace(sound_plan(), n_gpus=n_gpus, tp_degree=n_gpus, context_len=context,
                                reserve_fraction=reserve, max_batch=batch)
     assert parse_plan(plan_to_toml(plan)) == plan
+
+
+def test_incomplete_money_tables_name_the_missing_field():
+    with pytest.raises(PlanError, match=r"ptu.capacity_tokens_per_month: is required when the plan has a \[ptu\]"):
+        parse_plan(_replace(SOUND, "capacity_tokens_per_month = 5_256_000_000\n", ""))
+    with pytest.raises(PlanError, match=r"self_hosting.engineering_fte: is required"):
+        parse_plan(_replace(SOUND, "engineering_fte = 0.25\n", ""))
+    with pytest.raises(PlanError, match=r"self_hosting.cost_lines\[1\]: must be one of gpu-hours, engineering"):
+        parse_plan(_replace(SOUND, '"engineering"]', '"lunch"]'))
+    with pytest.raises(PlanError, match="workload.output_fraction: must lie in"):
+        parse_plan(_replace(SOUND, "output_fraction = 0.25", "output_fraction = 25"))
