@@ -1,0 +1,94 @@
+"""Roofline arithmetic: the syllabus's numbers exactly, and the invariants of intensity."""
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from servelib.hardware import get_gpu, ridge_point
+from servelib.memory import kv_bytes_per_sequence, weight_bytes
+from servelib.models import get_model
+from servelib.roofline import (arithmetic_intensity, attainable_flops, compute_utilization, critical_batch,
+                               decode_attention_flops_per_step, decode_bytes_per_step, decode_flops_per_step,
+                               decode_intensity, decode_intensity_limit, predict_tpot_s, prefill_attention_flops,
+                               prefill_flops, step_time_s)
+from servelib.units import GiB
+
+LLAMA70 = get_model("llama-3-70b")
+
+
+def test_prefill_is_2pn_and_attention_is_separate():
+    assert prefill_flops(70e9, 2048) == 2 * 70e9 * 2048
+    # Causal attention by hand for 1 layer, 1 head of size 1, 3 tokens: 2*(1+2+3)*2 = 24.
+    tiny = get_model("llama-3-8b").scaled(n_layers=1, hidden_size=128, n_heads=1, n_kv_heads=1)
+    assert prefill_attention_flops(tiny, 3) == 2 * 1 * 1 * 128 * 3 * 4
+    assert decode_attention_flops_per_step(tiny, 10, batch=2) == 4 * 128 * 10 * 2
+
+
+def test_attention_share_of_prefill_grows_with_prompt():
+    share = [prefill_attention_flops(LLAMA70, s) / prefill_flops(LLAMA70.n_params, s) for s in (512, 8192, 32768)]
+    assert share[0] < 0.01 < share[1] < share[2]
+
+
+def test_decode_bytes_are_w_plus_b_kv():
+    assert decode_bytes_per_step(140e9, 2.5 * GiB, 8) == 140e9 + 8 * 2.5 * GiB
+    assert decode_flops_per_step(70e9, 8) == 2 * 70e9 * 8
+    with pytest.raises(ValueError, match="batch"):
+        decode_bytes_per_step(1e9, 1e6, 0)
+
+
+def test_h100_ridge_is_about_295():
+    assert round(ridge_point("h100-sxm", "bf16")) == 295
+
+
+def test_batch1_fp16_intensity_is_about_one_flop_per_byte():
+    for ctx in (1, 2048, 8192):
+        i = decode_intensity(LLAMA70, 1, ctx)
+        assert 0.8 < i <= 1
+    # Exactly 2P / (2P + KV) with 2-byte weights.
+    kv = kv_bytes_per_sequence(LLAMA70, 8192)
+    assert decode_intensity(LLAMA70, 1, 8192) == pytest.approx(
+        2 * LLAMA70.n_params / (weight_bytes(LLAMA70) + kv), rel=1e-12)
+
+
+def test_batch1_decode_uses_about_a_third_of_a_percent_of_an_h100():
+    u = compute_utilization(decode_intensity(LLAMA70, 1, 1), ridge_point("h100-sxm"))
+    assert round(u * 100, 1) == 0.3
+    assert compute_utilization(1000, 295) == 1.0
+
+
+def test_critical_batch_is_where_intensity_crosses_the_ridge():
+    r = ridge_point("h100-sxm")
+    b = critical_batch(LLAMA70, r, 1)
+    assert decode_intensity(LLAMA70, b, 1) >= r > decode_intensity(LLAMA70, b - 1, 1)
+    assert 290 < b < 300
+    # At 8k the limit 2P/KV is ~53 FLOP/byte, under the ridge: no batch makes decode compute-bound.
+    assert round(decode_intensity_limit(LLAMA70, 8192)) == 53
+    assert critical_batch(LLAMA70, r, 8192) is None
+
+
+@given(st.integers(1, 2000), st.integers(1, 32768))
+def test_intensity_grows_with_batch_but_stays_under_the_limit(batch, ctx):
+    i1, i2 = decode_intensity(LLAMA70, batch, ctx), decode_intensity(LLAMA70, batch + 1, ctx)
+    assert i1 < i2 < decode_intensity_limit(LLAMA70, ctx)
+
+
+def test_step_time_takes_the_larger_of_compute_and_memory():
+    assert step_time_s(1e12, 1e9, 1e12, 1e9) == 1.0
+    assert step_time_s(2e12, 1e9, 1e12, 1e9) == 2.0
+    assert step_time_s(1e12, 3e9, 1e12, 1e9) == 3.0
+    assert arithmetic_intensity(10, 5) == 2
+    assert attainable_flops(1.0, 989.5e12, 3.35e12) == 3.35e12
+    assert attainable_flops(1e4, 989.5e12, 3.35e12) == 989.5e12
+    with pytest.raises(ValueError, match="bytes_moved"):
+        arithmetic_intensity(1, 0)
+
+
+def test_batch1_70b_decode_is_memory_bound_on_h100():
+    # TP=2: each H100 reads half of ~141 GB at 3.35 TB/s: about 21 ms per token.
+    t = predict_tpot_s(LLAMA70, "h100-sxm", 1, 1024, tp_degree=2)
+    gpu = get_gpu("h100-sxm")
+    w_half = weight_bytes(LLAMA70) / 2
+    assert t == pytest.approx((w_half + kv_bytes_per_sequence(LLAMA70, 1024, tp_degree=2)) / gpu.hbm_bandwidth_Bps)
+    assert 0.020 < t < 0.022
+    assert not math.isnan(t)
