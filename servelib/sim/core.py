@@ -255,7 +255,8 @@ def simulate(requests, *, policy: str = "continuous", max_batch: int, kv_capacit
     _check.choice("policy", policy, POLICIES)
     max_batch = _check.positive_int("max_batch", max_batch)
     _check.choice("admission", admission, ADMISSIONS)
-    _check.choice("preemption", preemption, PREEMPTIONS)
+    if preemption is not None:
+        _check.choice("preemption", preemption, PREEMPTIONS[1:])
     static = policy == "static"
     if preemption is not None and admission == "final":
         raise ValueError("preemption needs admission='prompt': final admission never overflows memory")
@@ -290,9 +291,11 @@ class _Run:
         self.arr = [r.arrival_s for r in reqs]
         self.prompt = [r.prompt_len for r in reqs]
         self.out = [r.output_len for r in reqs]
-        codes = {}
-        self.pfx = [-1 if r.prefix_id is None else codes.setdefault(r.prefix_id, len(codes)) for r in reqs]
         self.shared = [pool.shared_tokens(r.prefix_len) if r.prefix_id is not None else 0 for r in reqs]
+        # A prefix group is an id and a length: requests share the blocks they all declare.
+        codes = {}
+        self.pfx = [-1 if not sh else codes.setdefault((r.prefix_id, sh), len(codes))
+                    for r, sh in zip(reqs, self.shared)]
         self.own_final = [r.final_len - sh for r, sh in zip(reqs, self.shared)]
         self.order = sorted(range(n), key=self.arr.__getitem__)
         self.st = [_FUTURE] * n
@@ -360,6 +363,11 @@ class _Run:
         self.release(i)
         self.st[i] = _DONE
         self.done_t[i] = t
+
+    def retire_held(self):
+        for i in self.held:
+            self.retire(i, self.last_t[i])
+        self.held.clear()
 
     def admit(self, i):
         """Admit the head of the queue if memory allows it; return True if admitted."""
@@ -460,6 +468,9 @@ class _Run:
             # Running sequences' growth comes first (vLLM's order): if it does not fit,
             # preempt the newest sequence, or without preemption the whole batch dies.
             while not pool.reserve_growth(self.s + 1):
+                if self.held and not self.static:
+                    self.retire_held()    # finished sequences go before anyone is evicted
+                    continue
                 if self.preemption is None or self.n_dec + len(self.prefilling) <= 1:
                     self.kill_all()
                     pool.reserve_growth(self.s + 1)
@@ -478,9 +489,7 @@ class _Run:
                     cap -= self.rem[i] if self.st[i] == _PREFILL else 1
                 if not self.static and self.held:
                     # retire_before_admit=False: last step's finished sequences leave only now.
-                    for i in self.held:
-                        self.retire(i, self.last_t[i])
-                    self.held.clear()
+                    self.retire_held()
                     released = True
 
             if self.in_flight == 0:
