@@ -80,7 +80,7 @@ C_IN, C_OUT = GPT_4O.usd_per_1k_input, GPT_4O.usd_per_1k_output     # USD per 1k
 # $$
 #
 # Output tokens cost more because each one is a decode step (previous chapters): gpt-4o
-# lists $2.50 per million input tokens and $10 per million output tokens {cite}`openai_pricing`,
+# lists \$2.50 per million input tokens and \$10 per million output tokens {cite}`openai_pricing`,
 # a ratio of 4. So the same million tokens cost very different amounts depending on who
 # writes them: a chat that answers at length, or an agent that pastes retrieved documents
 # into its prompt and answers briefly.
@@ -115,10 +115,10 @@ glue("ec_blend50", f"${b50:.2f}")
 # Below $u^*$ the commitment costs more than PAYG would have. The mix sits in the
 # denominator: with capacity counted in tokens, $u^* \propto 1/b(f)$, and a falling output
 # fraction *raises* the break-even. Going from 50% to 10% output multiplies it by
-# $6.25/3.25 = 1.92$.
+# $b(0.5)/b(0.1) = 6.25/3.25 = 1.92$.
 #
-# The scenario: a dedicated commitment of $13,140 a month for 120,000 tokens a minute
-# (2,000 tokens/s, 5.26 billion tokens in a 730-hour month), which is $2.50 per million
+# The scenario: a dedicated commitment of \$13,140 a month for 120,000 tokens a minute
+# (2,000 tokens/s, 5.26 billion tokens in a 730-hour month), which is \$2.50 per million
 # tokens of capacity, priced against gpt-4o list prices.
 
 # %%
@@ -177,7 +177,7 @@ break_even_calculator()
 fig = break_even_figure(ptu_terms=("monthly", "yearly"))
 
 # %% [markdown]
-# *Figure: break-even utilisation of the $13,140 commitment against the output fraction
+# *Figure: break-even utilisation of the \$13,140 commitment against the output fraction
 # (solid), and of gpt-4o PTUs at list price (dashed, next section). Notice how steeply the
 # solid line rises as output falls below 20%: most of the movement lives where agents and
 # retrieval push the mix.*
@@ -193,8 +193,8 @@ fig = break_even_figure(ptu_terms=("monthly", "yearly"))
 # \text{tokens per minute} = \frac{n \cdot K}{(1 - f) + w f}
 # $$
 #
-# tokens of a mix with output fraction $f$. Reservations: $2 per PTU-hour with no
-# reservation, $260 per PTU-month reserved monthly, about $221 reserved for a year
+# tokens of a mix with output fraction $f$. Reservations: \$2 per PTU-hour with no
+# reservation, \$260 per PTU-month reserved monthly, about \$221 reserved for a year
 # {cite}`azure_openai_pricing`.
 
 # %%
@@ -263,7 +263,7 @@ fig.tight_layout()
 # $$
 #
 # With a break-even near 50%, the cheapest floor is the median: **size the floor to p50 and
-# spill the rest**. Our capacity price ($2.50 per million tokens of capacity) and a 25%
+# spill the rest**. Our capacity price (\$2.50 per million tokens of capacity) and a 25%
 # output mix give $u^* = 57\%$, so the optimum is p43, and p50 is close to it.
 
 # %%
@@ -428,7 +428,7 @@ glue("ec_cross2", f"{cross[sc.ENGINEERS_ACTUAL] / 1e9:.1f} B")
 
 # %%
 vols = np.linspace(0.2e9, 60e9, 300)
-fig, ax = plots.new_axes("monthly volume (billion tokens)", "monthly cost ($1,000)",
+fig, ax = plots.new_axes("monthly volume (billion tokens)", r"monthly cost (\$1,000)",
                          "self-hosted Llama-3-70B vs gpt-4o PAYG, 25% output")
 ax.plot(vols / 1e9, [payg_cost_usd(v, sh.payg_usd_per_1k) / 1e3 for v in vols], label="PAYG (gpt-4o)")
 for e in (sc.ENGINEERS_PLANNED, sc.ENGINEERS_ACTUAL):
@@ -473,7 +473,7 @@ glue("ec_batch_cost", f"{one.total_usd / batched.total_usd:.1f}x")
 # ## Beginner mistakes, wrong and right
 #
 # **A PTU break-even with no mix.** Averaging the two list prices, or quoting a
-# colleague's figure, silently assumes a mix. The average of $2.50 and $10 is the blended
+# colleague's figure, silently assumes a mix. The average of \$2.50 and \$10 is the blended
 # price of a 50% mix; an agent workload at 10% output has a very different break-even.
 
 # %%
@@ -524,7 +524,7 @@ assert cross[sc.ENGINEERS_ACTUAL] > 3 * cross[0]
 # | what | value |
 # |---|---|
 # | gpt-4o blended, 10% / 50% output | {glue:text}`ec_blend10` / {glue:text}`ec_blend50` per 1M tokens |
-# | break-even of the $13,140 commitment, 50% / 10% output | {glue:text}`ec_be50` / {glue:text}`ec_be10` |
+# | break-even of the \$13,140 commitment, 50% / 10% output | {glue:text}`ec_be50` / {glue:text}`ec_be10` |
 # | peak-sized commitment, a year against PAYG | {glue:text}`ec_overspend` overspent |
 # | floor at p50 with spill / at peak / none | {glue:text}`ec_p50_cost` / {glue:text}`ec_peak_cost` / {glue:text}`ec_payg_cost` a month |
 # | self-hosting, true vs GPU-hours-only unit cost | {glue:text}`ec_three_x` |
@@ -536,9 +536,9 @@ assert cross[sc.ENGINEERS_ACTUAL] > 3 * cross[0]
 #
 # ## Exercises
 #
-# Each exercise states every constant it needs. Prices are list prices: gpt-4o $2.50 /
-# $10 and gpt-4o-mini $0.15 / $0.60 per 1M input / output tokens; a PTU costs $260 a month
-# (monthly reservation) or $221 (yearly); a month has 730 hours.
+# Each exercise states every constant it needs. Prices are list prices: gpt-4o \$2.50 /
+# \$10 and gpt-4o-mini \$0.15 / \$0.60 per 1M input / output tokens; a PTU costs \$260 a month
+# (monthly reservation) or \$221 (yearly); a month has 730 hours.
 #
 # **ec-1.** What is the blended price of gpt-4o-mini, in dollars per million tokens, for a
 # workload whose tokens are 20% output?
@@ -582,8 +582,8 @@ check("ec-4", answer)
 
 # %% [markdown]
 # **ec-5.** On the chapter's trace (`servelib.economics.scenarios.trace()`: 30 days,
-# 60,000 tokens/min on average, seed 7), dedicated capacity costs $2.50 per million tokens
-# it can carry a month ($0.1095 per token/min per month) and overflow spills to gpt-4o
+# 60,000 tokens/min on average, seed 7), dedicated capacity costs \$2.50 per million tokens
+# it can carry a month (\$0.1095 per token/min per month) and overflow spills to gpt-4o
 # PAYG at a 25% output mix. What does a floor at the median of demand cost a month, in
 # dollars, floor and spill together?
 
@@ -596,8 +596,8 @@ check("ec-5", answer)
 
 # %% [markdown]
 # **ec-6.** The self-hosted deployment of this chapter (Llama-3-70B, 4 x H100 per replica
-# at $2.50 per GPU-hour, batch 64, 4,096-token contexts, at least 2 replicas, average
-# load at most 60%, 25% output mix, an engineer at $180,000 a year) is run by one full-time
+# at \$2.50 per GPU-hour, batch 64, 4,096-token contexts, at least 2 replicas, average
+# load at most 60%, 25% output mix, an engineer at \$180,000 a year) is run by one full-time
 # engineer. Above what monthly volume, in tokens, does it cost no more than gpt-4o PAYG?
 
 # %% tags=["hide-input"]

@@ -57,8 +57,8 @@ def break_even_figure(monthly_commitment_usd: float = COMMITMENT.monthly_usd,
     cap = _check.positive("capacity_tokens_per_minute", capacity_tokens_per_minute) * MINUTES_PER_MONTH
     c_in, c_out = usd_per_1m_input / 1000, usd_per_1m_output / 1000
     fig, ax = new_axes("output fraction of tokens (%)", "break-even utilisation (%)",
-                       f"${monthly_commitment_usd:,.0f}/month for {capacity_tokens_per_minute:,.0f} tokens/min; "
-                       f"PAYG ${usd_per_1m_input:g}/${usd_per_1m_output:g} per 1M")
+                       rf"\${monthly_commitment_usd:,.0f}/month for {capacity_tokens_per_minute:,.0f} tokens/min; "
+                       rf"PAYG \${usd_per_1m_input:g}/\${usd_per_1m_output:g} per 1M")
     u = [break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, f) for f in _FRACTIONS]
     ax.plot(_FRACTIONS * 100, np.array(u) * 100, label="capacity counted in tokens")
     for term in ptu_terms:
@@ -158,8 +158,8 @@ def floor_figure(percentile: float = 50, *, demand_tpm=None, output_fraction: fl
     floors = np.percentile(d, ps)
     spill = [spillover_cost(d, f, unit, blended, spill=True) for f in floors]
     refuse = [spillover_cost(d, f, unit, blended, spill=False) for f in floors]
-    fig, ax = new_axes("floor at percentile of demand", "monthly cost ($1,000)",
-                       f"{output_fraction:.0%} output mix, capacity ${usd_per_1m_capacity:.2f} per 1M tokens")
+    fig, ax = new_axes("floor at percentile of demand", r"monthly cost (\$1,000)",
+                       rf"{output_fraction:.0%} output mix, capacity \${usd_per_1m_capacity:.2f} per 1M tokens")
     ax.plot(ps, [r.total_usd / 1e3 for r in spill], label="floor + spill to PAYG")
     ax.plot(ps, [r.total_usd / 1e3 for r in refuse], label="floor, overflow refused")
     ax.axhline(spillover_cost(d, 0, unit, blended).total_usd / 1e3, color="grey", ls=":", label="PAYG only")
