@@ -6,6 +6,9 @@ in one module per chapter, all imported here so that every id is known.
 from . import kv  # noqa: F401  (registers the KV-cache chapter's exercises)
 from . import economics  # noqa: F401  (registers the economics chapter's exercises)
 from . import capstone  # noqa: F401  (registers the capstone chapter's exercises)
+from . import prefill  # noqa: F401  (registers the prefill-and-decode chapter's exercises)
+from . import roofline_ex  # noqa: F401  (registers the roofline chapter's exercises)
+from . import batching  # noqa: F401  (registers the batching chapter's exercises)
 from .check import check
 from .registry import REGISTRY, Exercise, exercise
 
