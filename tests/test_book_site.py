@@ -1,0 +1,158 @@
+"""The book as readers meet it: pages, glossary, references, the numbers appendix, figures, Colab settings.
+
+The build itself (``jupyter-book build -W -n``) proves every link and citation resolves, and
+scripts/browser_check.py proves the pages render; these tests pin what a build cannot see.
+"""
+import pathlib
+import re
+
+import jupytext
+import pytest
+import yaml
+
+import servelib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9]*.py"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = (ROOT / "_toc.yml").read_text()
+
+# The syllabus's vocabulary, as glossary term names.
+SYLLABUS_TERMS = ["KV cache", "GQA", "MQA", "Prefill", "Decode", "TTFT", "ITL", "TPOT",
+                  "Arithmetic intensity", "Ridge point", "Continuous batching", "In-flight batching",
+                  "PagedAttention", "Preemption", "Chunked prefill", "PTU", "Spillover", "TP degree"]
+REQUIRED_REFERENCES = ["kwon2023vllm", "yu2022orca", "agrawal2024sarathi", "zhong2024distserve",
+                       "austin2025scalinginference", "chen2022inferencearithmetic", "nvidia_a100",
+                       "nvidia_h100", "nvidia_h200", "nvidia_l4", "nvidia_t4", "nvidia_l40s", "amd_mi300x",
+                       "nvidia_hgx_b200"]
+
+
+def glossary_terms() -> list[str]:
+    text = (BOOK / "glossary.md").read_text()
+    block = text.split("```{glossary}")[1].split("```")[0]
+    return [line.strip() for line in block.splitlines() if line.strip() and not line.startswith(" ")]
+
+
+def book_sources() -> dict[str, str]:
+    """Every page's text: the prose pages and the chapters' reviewable .py pairs."""
+    pages = {p.name: p.read_text() for p in BOOK.glob("*.md")}
+    pages.update({p.name: p.read_text() for p in CHAPTERS})
+    return pages
+
+
+def test_glossary_defines_the_syllabus_vocabulary():
+    terms = glossary_terms()
+    assert len(terms) == len(set(terms)), "a glossary term is defined twice"
+    missing = [t for t in SYLLABUS_TERMS if t not in terms]
+    assert not missing, f"glossary lacks {missing}"
+
+
+def test_every_term_role_names_a_glossary_term():
+    terms = {t.lower() for t in glossary_terms()}        # Sphinx matches terms case-insensitively
+    for name, text in book_sources().items():
+        for m in re.finditer(r"\{term\}`([^`]+)`", text):
+            target = re.search(r"<([^>]+)>$", m.group(1))
+            assert (target.group(1) if target else m.group(1)).lower() in terms, f"{name}: {m.group(0)}"
+
+
+def bib_keys() -> list[str]:
+    return re.findall(r"^@\w+\{([^,\s]+),", (BOOK / "references.bib").read_text(), flags=re.M)
+
+
+def test_references_hold_the_syllabus_sources_once_each_and_all_are_cited():
+    keys = bib_keys()
+    assert len(keys) == len(set(keys)), "duplicate bibtex key"
+    assert set(REQUIRED_REFERENCES) <= set(keys)
+    cited = set()
+    for text in book_sources().values():
+        for m in re.finditer(r"\{cite(?::\w+)?\}`([^`]+)`", text):
+            cited.update(k.strip() for k in m.group(1).split(","))
+    assert cited <= set(keys), f"cited but not in references.bib: {cited - set(keys)}"
+    assert set(REQUIRED_REFERENCES) <= cited, f"never cited: {set(REQUIRED_REFERENCES) - cited}"
+
+
+def test_toc_has_the_reader_pages():
+    for page in ("book/intro", "book/how_to_use", "book/appendix_numbers", "book/glossary", "book/references"):
+        assert re.search(rf"(root|file): {page}\s*$", TOC, flags=re.M), page
+    assert TOC.index("book/how_to_use") < TOC.index("notebooks/")
+
+
+def prose_of_appendix() -> str:
+    """The appendix's prose: no front matter, code cells, comments, maths or roles."""
+    text = (BOOK / "appendix_numbers.md").read_text().split("---", 2)[2]
+    text = re.sub(r"```\{code-cell\}.*?```", "", text, flags=re.S)
+    text = re.sub(r"```\{glue\}.*?```", "", text, flags=re.S)
+    text = re.sub(r"^%.*$", "", text, flags=re.M)
+    text = re.sub(r"\$[^$]+\$", "", text)
+    return re.sub(r"\{[\w:]+\}`[^`]+`", "", text)
+
+
+def test_appendix_types_no_number():
+    """Every number on the appendix page comes from servelib through glue."""
+    prose = prose_of_appendix()
+    typed = re.findall(r"(?<![\w.-])\d[\d,.]*%?(?![\w-])", prose)
+    assert typed == [], f"typed numbers in the appendix: {typed}"
+    assert "{glue:text}`conc_gqa`" in (BOOK / "appendix_numbers.md").read_text()
+
+
+def test_appendix_is_an_executed_text_notebook():
+    head = (BOOK / "appendix_numbers.md").read_text().split("---", 2)[1]
+    meta = yaml.safe_load(head)
+    assert meta["file_format"] == "mystnb" and meta["kernelspec"]["name"] == "python3"
+
+
+# Words that carry a unit or say what is counted, for axis labels without a "(unit)".
+UNIT_WORDS = {"tokens", "token", "sequences", "requests", "users", "gpus", "usd", "day", "days", "hour",
+              "hours", "percentile", "fraction", "ratio", "s", "ms", "bytes", "gib", "gb", "flop", "flop/s"}
+FIGURE_CELL = re.compile(r"new_axes\(|plt\.subplots|\bfig\w*\s*=\s*\w+_figure\(")
+
+
+def axis_labels(code: str) -> list[str]:
+    labels = []
+    for m in re.finditer(r'new_axes\(\s*f?"([^"]*)"\s*,\s*f?"([^"]*)"', code):
+        labels += m.groups()
+    labels += re.findall(r'set_[xy]label\(\s*f?"([^"]*)"', code)
+    labels += re.findall(r'[xy]label\s*=\s*f?"([^"]*)"', code)
+    return labels
+
+
+def has_unit(label: str) -> bool:
+    return "(" in label or "$" in label or bool(set(re.findall(r"[\w/$%]+", label.lower())) & UNIT_WORDS)
+
+
+@pytest.mark.parametrize("py", CHAPTERS, ids=lambda p: p.name)
+def test_figures_have_captions_and_axes_have_units(py):
+    cells = jupytext.read(py).cells
+    n_figures = 0
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "code" or not FIGURE_CELL.search(cell.source):
+            continue
+        n_figures += 1
+        nxt = next((c for c in cells[i + 1:] if c.cell_type == "markdown"), None)
+        assert nxt is not None and nxt.source.lstrip().startswith("*Figure"), \
+            f"{py.name}: the figure made by\n{cell.source[:200]}\nneeds an italic '*Figure: ...*' caption after it"
+        for label in axis_labels(cell.source):
+            assert has_unit(label), f"{py.name}: axis label {label!r} has no unit"
+    assert n_figures >= 1, f"{py.name} has no figure"
+
+
+def test_unit_check_is_not_vacuous():
+    assert not has_unit("throughput") and has_unit("time (ms)") and has_unit("concurrent sequences")
+    assert axis_labels('plots.new_axes("context length (tokens)", "concurrent sequences", "t")') == \
+        ["context length (tokens)", "concurrent sequences"]
+
+
+def test_colab_and_repository_settings():
+    assert CONFIG["repository"]["url"] == servelib.REPO_URL
+    assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert CONFIG["html"]["use_repository_button"] is True
+
+
+def test_maths_is_served_from_the_book_not_a_cdn():
+    sphinx = CONFIG["sphinx"]
+    assert sphinx["config"]["mathjax_path"] == "mathjax/tex-chtml.js"     # relative: _static/mathjax
+    assert "offline_assets" in sphinx["local_extensions"]
+    assert sphinx["config"]["nb_ipywidgets_js"] == {}
+    import mathjax                                                           # django-static-mathjax
+    assert (pathlib.Path(mathjax.__file__).parent / "static/mathjax/es5/tex-chtml.js").is_file()
