@@ -119,7 +119,10 @@ glue("ec_blend50", f"${b50:.2f}")
 #
 # The scenario: a dedicated commitment of \$13,140 a month for 120,000 tokens a minute
 # (2,000 tokens/s, 5.26 billion tokens in a 730-hour month), which is \$2.50 per million
-# tokens of capacity, priced against gpt-4o list prices.
+# tokens of capacity, priced against gpt-4o list prices. Its capacity is counted in
+# tokens per minute whatever the mix, which is how a sizing sheet that treats a PTU as so
+# many tokens a minute computes a PTU break-even; the next section shows what changes
+# when the capacity itself depends on the mix.
 
 # %%
 # NBVAL_CHECK_OUTPUT
