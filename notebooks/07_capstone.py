@@ -171,8 +171,8 @@ glue("cap_util1", f"{compute_utilization(ai1, ridge):.1%}")
 # %% [markdown]
 # Batch-1 decode runs at {glue:text}`cap_ai1` FLOP/byte against a ridge of
 # {glue:text}`cap_ridge`: {glue:text}`cap_util1` of the arithmetic. More GPUs would idle the
-# same way. {term}`Continuous batching` shares each weight read among every live
-# conversation, and the memory above says 183 of them fit. (At 8k contexts the KV read grows
+# same way. {term}`Continuous batching` {cite}`yu2022orca` shares each weight read among every
+# live conversation, and the memory above says 183 of them fit. (At 8k contexts the KV read grows
 # with the batch, so intensity stops short of the batch size; the batching chapter shows why.)
 #
 # ## The floor and the spill
