@@ -193,6 +193,14 @@ class SimResult:
         held = float(np.dot(tr.kv_allocated_tokens, tr.step_s))
         return 1 - float(np.dot(tr.kv_used_tokens, tr.step_s)) / held if held > 0 else 0.0
 
+    def itl_percentile_s(self, q: float) -> float:
+        """The ``q``-th percentile (0-100) of inter-token latency over every decode token of the
+        run (s): each token produced by a decode step waited that step's duration."""
+        if not 0 <= _check.non_negative("q", q) <= 100:
+            raise ValueError(f"q must lie in [0, 100], got {q!r}")
+        gaps = np.repeat(self.trace.step_s, self.trace.decode)
+        return float(np.percentile(gaps, q)) if gaps.size else math.nan
+
     def percentile(self, metric: str, q: float, tier: str | None = None) -> float:
         """The ``q``-th percentile (0-100) of ``"ttft_s"``, ``"tpot_s"`` or ``"latency_s"`` over
         completed requests (of one tier if given); NaN if there are none."""
