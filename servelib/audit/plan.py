@@ -128,7 +128,8 @@ COST_LINES = ("gpu-hours", "engineering")
 
 
 def _f(toml: str, check, default=dataclasses.MISSING, doc: str = ""):
-    """A plan field read from TOML key ``toml`` (``table.key``) and validated by ``check``."""
+    """A plan field read from TOML key ``toml`` (``table.key``), validated by ``check``;
+    ``doc`` is written as a comment above the key in TOML files."""
     return field(default=default, metadata={"toml": toml, "check": check, "doc": doc})
 
 
@@ -312,7 +313,8 @@ def plan_to_toml(plan: CapacityPlan) -> str:
     """The plan as TOML text that :func:`parse_plan` reads back to an equal plan.
 
     Only stated fields are written: those that are not ``None`` and, apart from the
-    required ones, differ from their default.
+    required ones, differ from their default. Fields whose meaning is not plain from the
+    key get a comment line above them.
     """
     by_table: dict[str, list[str]] = {}
     for f in dataclasses.fields(CapacityPlan):
@@ -320,6 +322,7 @@ def plan_to_toml(plan: CapacityPlan) -> str:
         if v is None or (f.default is not dataclasses.MISSING and v == f.default):
             continue
         table, key = f.metadata["toml"].split(".")
-        by_table.setdefault(table, []).append(f"{key} = {_toml_value(v)}")
+        doc = f"# {f.metadata['doc']}\n" if f.metadata["doc"] else ""
+        by_table.setdefault(table, []).append(f"{doc}{key} = {_toml_value(v)}")
     order = ["plan", "deployment", "serving", "workload", "claims", "payg", "ptu", "self_hosting"]
     return "\n".join(f"[{t}]\n" + "\n".join(by_table[t]) + "\n" for t in order if t in by_table)
