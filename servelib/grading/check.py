@@ -150,12 +150,12 @@ def check(exercise_id: str, answer=...) -> bool:
         return False
     try:
         ref = ex.reference()
-    except Exception as err:  # a defect of the book, not of the answer: say so, do not crash
-        print(f"[check] {exercise_id}: the reference answer could not be computed "
+        ok, message = _compare(ex, ref, answer)
+    except Exception as err:  # a defect of the book (the learner's input is guarded): say so
+        print(f"[check] {exercise_id}: the reference answer could not be computed or compared "
               f"({type(err).__name__}: {err}); please report this.")
         _record(exercise_id, ERROR)
         return False
-    ok, message = _compare(ex, ref, answer)
     if ok:
         shown = _fmt(float(ref), ex.unit) if _as_number(ref) is not None else repr(ref)
         print(f"[check] {exercise_id}: correct ({shown})")

@@ -121,6 +121,12 @@ def _normalise(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
+def _number(name: str) -> int | None:
+    """The number a name starts with (``3`` for ``03_kv_cache`` or ``3_kv``), or None."""
+    m = re.match(r"\d+", name)
+    return int(m.group()) if m else None
+
+
 def match_chapter(raw_text: str, filename: str, chapters: list[Chapter]) -> Chapter | None:
     """The chapter a submission belongs to, or None.
 
@@ -134,8 +140,7 @@ def match_chapter(raw_text: str, filename: str, chapters: list[Chapter]) -> Chap
         return overlap
     stem = _normalise(pathlib.PurePosixPath(filename).stem)
     for test in (lambda c: _normalise(c.name) in stem,
-                 lambda c: re.match(r"\d+", c.name) and re.match(r"\d+", stem)
-                 and int(re.match(r"\d+", c.name).group()) == int(re.match(r"\d+", stem).group()),
+                 lambda c: _number(stem) is not None and _number(c.name) == _number(stem),
                  lambda c: _normalise(c.name.lstrip("0123456789_")) in stem):
         hits = [c for c in chapters if test(c)]
         if len(hits) == 1:
@@ -178,8 +183,20 @@ def _read(path: pathlib.Path) -> tuple[str, str]:
 
 
 def grade_submission(root: pathlib.Path, rel: str, chapters: list[Chapter], timeout_s: float) -> Result:
-    """Grade the submission ``root / rel`` (see the module doc). Never raises for a broken submission."""
+    """Grade the submission ``root / rel`` (see the module doc). Never raises for a broken submission:
+    what the grader itself cannot do (an unreadable file, a folder it may not copy) becomes
+    the submission's rows, with status error and a note."""
     t0 = time.perf_counter()
+    try:
+        return _grade_submission(root, rel, chapters, timeout_s, t0)
+    except Exception as err:
+        chapter = match_chapter("", rel, chapters)
+        status = {ex: ERROR for ex in (chapter.exercises if chapter else (UNKNOWN_EXERCISE,))}
+        return Result(rel, chapter, status, time.perf_counter() - t0,
+                      f"the grader could not process it: {type(err).__name__}: {err}")
+
+
+def _grade_submission(root, rel, chapters, timeout_s, t0) -> Result:
     path = root / rel
     raw, problem = _read(path)
     chapter = match_chapter(raw, rel, chapters)
@@ -187,7 +204,7 @@ def grade_submission(root: pathlib.Path, rel: str, chapters: list[Chapter], time
     if problem or chapter is None:
         note = problem or "no exercise of any reference chapter found; name the file after its chapter"
         return Result(rel, chapter, {ex: UNREADABLE for ex in exercises}, time.perf_counter() - t0, note)
-    with tempfile.TemporaryDirectory(prefix="servelib-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="servelib-grade-", ignore_cleanup_errors=True) as tmp:
         tmp = pathlib.Path(tmp)
         work = tmp / "work"
         parts = pathlib.PurePosixPath(rel).parts
@@ -199,7 +216,8 @@ def grade_submission(root: pathlib.Path, rel: str, chapters: list[Chapter], time
             work.mkdir()
             notebook = work / rel
             shutil.copyfile(path, notebook)
-        outcome = _run_worker(notebook, tmp / "results.jsonl", tmp / "outcome.json", tmp / "worker.log", timeout_s)
+        outcome = _run_worker(notebook, tmp / "results.jsonl", tmp / "outcome.json", tmp / "worker.log",
+                              timeout_s)
         records = _read_records(tmp / "results.jsonl")
     present = set(_CHECK_ID.findall(raw))
     status = {}
@@ -248,7 +266,8 @@ def _run_worker(notebook, results, outcome_path, log, timeout_s) -> dict:
             # The kernel runs in a session of its own; it exits when its parent (the worker) dies.
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            return {"raised": [], "timed_out": True, "crashed": False, "note": f"killed after {timeout_s + _WORKER_GRACE_S:g} s"}
+            return {"raised": [], "timed_out": True, "crashed": False,
+                    "note": f"killed after {timeout_s + _WORKER_GRACE_S:g} s"}
     try:
         return json.loads(outcome_path.read_text())
     except (OSError, ValueError):
@@ -290,7 +309,8 @@ def _execute(notebook: pathlib.Path, timeout_s: float) -> dict:
     except DeadKernelError:
         crashed, note = True, "the kernel died"
     except Exception as err:  # a notebook nbclient cannot run; report it, never stop the grader
-        crashed, note = True, f"could not execute: {type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}"
+        first_line = (str(err).splitlines() or [""])[0][:120]
+        crashed, note = True, f"could not execute: {type(err).__name__}: {first_line}"
     raised, errors = [], []
     for n, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
