@@ -37,7 +37,7 @@ def glossary_terms() -> list[str]:
 def book_sources() -> dict[str, str]:
     """Every page's text: the prose pages and the chapters' reviewable .py pairs."""
     pages = {p.name: p.read_text() for p in BOOK.glob("*.md")}
-    pages.update({p.name: p.read_text() for p in CHAPTERS})
+    pages.update({p.name: "\n".join(c.source for c in jupytext.read(p).cells) for p in CHAPTERS})
     return pages
 
 
@@ -53,7 +53,8 @@ def test_every_term_role_names_a_glossary_term():
     for name, text in book_sources().items():
         for m in re.finditer(r"\{term\}`([^`]+)`", text):
             target = re.search(r"<([^>]+)>$", m.group(1))
-            assert (target.group(1) if target else m.group(1)).lower() in terms, f"{name}: {m.group(0)}"
+            term = " ".join((target.group(1) if target else m.group(1)).split())   # as Sphinx reads it
+            assert term.lower() in terms, f"{name}: {m.group(0)}"
 
 
 def bib_keys() -> list[str]:
@@ -156,3 +157,19 @@ def test_maths_is_served_from_the_book_not_a_cdn():
     assert sphinx["config"]["nb_ipywidgets_js"] == {}
     import mathjax                                                           # django-static-mathjax
     assert (pathlib.Path(mathjax.__file__).parent / "static/mathjax/es5/tex-chtml.js").is_file()
+
+
+CALCULATOR_CALL = re.compile(r"^\s*\w+_(explorer|calculator)\(", re.M)
+
+
+@pytest.mark.parametrize("py", CHAPTERS, ids=lambda p: p.name)
+def test_calculators_have_a_static_figure_beside_them(py):
+    """A live calculator shows nothing in the HTML book: its cell hides its output there, and
+    the next code cell draws the static figure, so the page is never blank where it stands."""
+    cells = jupytext.read(py).cells
+    for i, cell in enumerate(cells):
+        if cell.cell_type == "code" and CALCULATOR_CALL.search(cell.source):
+            assert "remove-output" in cell.metadata.get("tags", []), f"{py.name}: {cell.source!r}"
+            nxt = next((c for c in cells[i + 1:] if c.cell_type == "code"), None)
+            assert nxt is not None and FIGURE_CELL.search(nxt.source), \
+                f"{py.name}: no static figure after {cell.source!r}"

@@ -4,6 +4,15 @@ A thin layer over :func:`servelib.memory.capacity`: every number shown comes fro
 ``concurrency_report`` is the text, ``concurrency_figure`` the static figure for the HTML
 book (concurrency against context length, one line per TP degree), and
 ``concurrency_explorer`` the ipywidgets calculator that redraws both as the controls move.
+
+In a chapter, the calculator cell is tagged ``remove-output`` (the HTML book cannot run it)
+and the next cell draws the static figure, captioned like any other::
+
+    # %% tags=["remove-output"]
+    concurrency_explorer()
+
+    # %%
+    fig = concurrency_figure()
 """
 from __future__ import annotations
 

@@ -6,6 +6,15 @@ A thin layer over :mod:`servelib.roofline` (:func:`~servelib.roofline.predict_tp
 ``roofline_figure`` the static figure for the HTML book (the roofline with the decode
 step at each batch size, and throughput and time per token against batch), and
 ``roofline_explorer`` the ipywidgets calculator.
+
+In a chapter, the calculator cell is tagged ``remove-output`` (the HTML book cannot run it)
+and the next cell draws the static figure, captioned like any other::
+
+    # %% tags=["remove-output"]
+    roofline_explorer()
+
+    # %%
+    fig = roofline_figure()
 """
 from __future__ import annotations
 
