@@ -1,0 +1,657 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Scheduling: continuous batching, admission control and paged KV
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/05_scheduling.ipynb)
+#
+# A GPU that decodes one sequence at a time wastes almost all of its arithmetic, so a
+# server batches. *How* it batches decides most of what its users feel: whether a short
+# answer waits for a long one, whether memory runs out halfway through the night, whether
+# a chat user queues behind a document pipeline. This chapter runs a scheduler, step by
+# step, on workloads large enough to matter. Every number comes from `servelib.sim`, a
+# simulator of one serving replica that replays ten thousand requests in a fraction of a
+# second, so you can change a policy and watch what happens.
+#
+# **You will be able to**
+# 1. explain why {term}`continuous batching <Continuous batching>` beats {term}`static batching <Static batching>` when outputs vary in length, and reproduce the 2.8x shorter wall-clock and 5x lower mean latency;
+# 2. say why a scheduler must retire finished sequences *before* it admits new ones;
+# 3. choose the length that {term}`admission control <Admission control>` budgets, and show what admitting on the prompt does to a batch;
+# 4. reject a request that can never fit instead of queueing it;
+# 5. measure what {term}`PagedAttention` saves over contiguous reservation, and what over-commit with {term}`preemption <Preemption>` buys;
+# 6. use {term}`chunked prefill <Chunked prefill>` to protect inter-token latency, and split interactive and batch traffic.
+
+# %%
+# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# already installed (README). Then it reports the device that measurements will use.
+import importlib.util
+import subprocess
+import sys
+
+REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
+if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
+                   check=True)
+
+from servelib.measure import pick_device
+
+DEVICE = pick_device()
+print(f"measuring on {DEVICE.kind} ({DEVICE.name}), dtype {DEVICE.dtype}, torch {DEVICE.torch}")
+
+# %%
+import numpy as np
+
+from servelib import plots
+from servelib.book import glue
+from servelib.grading import check
+from servelib.hardware import get_gpu
+from servelib.memory import kv_budget_bytes, kv_bytes_per_token, weight_bytes
+from servelib.models import get_model
+from servelib.sim import Request, roofline_step_time, simulate, workloads
+
+plots.apply_style()
+
+# %% [markdown]
+# ## The simulator: one step at a time
+#
+# A replica runs in *steps*. In each step every running sequence decodes one token, and
+# sequences admitted in that step prefill their prompt, which also yields their first token.
+# A sequence that has produced $g$ tokens holds $\text{prompt} + g$ tokens of
+# {term}`KV cache`. What the scheduler decides is *who runs in the next step*.
+#
+# Two policies:
+#
+# * **static**: when the replica is empty, take up to `max_batch` waiting requests and run
+#   them until the *longest* one finishes. A member that finishes early keeps its slot (its
+#   row is padding) and its answer is returned with the batch.
+# * **continuous** (iteration-level scheduling, introduced by Orca {cite}`yu2022orca`): at
+#   *every* step, retire the sequences that finished, then admit waiting ones into the
+#   freed slots.
+#
+# Three requests with outputs of 1, 3 and 2 tokens, two slots, one second per step, by hand.
+# Continuous: step 1 runs r0 and r1 (r0 is done after its prefill); step 2 retires r0 and
+# admits r2; step 3 finishes both. Static: the batch {r0, r1} runs three steps, then r2 runs
+# two more.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+three = [Request(arrival_s=0, prompt_len=10, output_len=o) for o in (1, 3, 2)]
+for policy in ("continuous", "static"):
+    r = simulate(three, policy=policy, max_batch=2, step_time_s=1.0)
+    print(f"{policy:<10} makespan {r.makespan_s:.0f} s, latencies {r.latency_s.tolist()} s, "
+          f"mean {r.mean_latency_s:.2f} s")
+assert simulate(three, max_batch=2, step_time_s=1.0).latency_s.tolist() == [1, 3, 3]
+assert simulate(three, policy="static", max_batch=2, step_time_s=1.0).latency_s.tolist() == [3, 3, 5]
+
+# %% [markdown]
+# The simulator does the same bookkeeping for thousands of requests. It never loops over
+# every token: each step costs a constant amount of work plus a logarithmic amount per
+# event (an admission, a completion, a preemption), which is why the benchmark in
+# `benchmarks/bench_sim.py` replays 10,000 requests and about 2.5 million decode tokens in
+# well under a second.
+#
+# ## Static vs continuous on uneven outputs
+#
+# Take an offline backlog: 184 requests queued at once, 128-token prompts, output lengths
+# drawn from an exponential distribution with a mean of 256 tokens, 40 slots and 25 ms per
+# step (`workloads.uneven_outputs`, whose docstring lists these constants). Each static batch
+# lasts as long as the longest of its 40 members, which for an exponential is several
+# times the mean; a continuous batch refills each slot the step it frees.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+uneven = workloads.uneven_outputs(seed=0)
+static = simulate(policy="static", **uneven)
+cont = simulate(policy="continuous", **uneven)
+wall_ratio = static.makespan_s / cont.makespan_s
+lat_ratio = static.mean_latency_s / cont.mean_latency_s
+print(f"{'':<11}{'wall-clock':>11}{'mean latency':>14}{'throughput':>14}")
+for name, r in (("static", static), ("continuous", cont)):
+    print(f"{name:<11}{r.makespan_s:>9.1f} s{r.mean_latency_s:>12.1f} s{r.throughput_tokens_per_s:>9.0f} tok/s")
+print(f"continuous is {wall_ratio:.1f}x shorter in wall-clock and {lat_ratio:.1f}x lower in mean latency")
+assert (round(wall_ratio, 1), round(lat_ratio, 1)) == (2.8, 5.0)
+
+# %%
+glue("wall_ratio", f"{wall_ratio:.1f}x")
+glue("lat_ratio", f"{lat_ratio:.1f}x")
+
+# %% [markdown]
+# Continuous batching finishes the same backlog {glue:text}`wall_ratio` sooner and answers
+# the average request {glue:text}`lat_ratio` faster. The latency gain is larger than the
+# wall-clock gain because static batching also returns every short answer only when its
+# batch's longest member ends. The figure shows where the time goes: the number of slots
+# doing useful work at each step.
+
+# %%
+fig, ax = plots.new_axes("time (s)", "sequences decoding (of 40 slots)",
+                         "the same backlog, two schedulers")
+for name, r in (("static", static), ("continuous", cont)):
+    ax.plot(r.trace.end_s, r.trace.decode, lw=0.8, label=f"{name} (done at {r.makespan_s:.0f} s)")
+ax.axhline(uneven["max_batch"], color="grey", lw=0.8, ls="--")
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: sequences producing a token at each step. Static batches start full and decay
+# as members finish, leaving slots idle until the longest member is done (the saw-tooth);
+# continuous batching keeps all 40 slots busy until the queue runs dry.*
+#
+# One seed is one draw. Over ten seeds the ratios move, because the longest output in each
+# static batch is a random variable:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ratios = []
+for seed in range(10):
+    kw = workloads.uneven_outputs(seed=seed)
+    s, c = simulate(policy="static", **kw), simulate(policy="continuous", **kw)
+    ratios.append((s.makespan_s / c.makespan_s, s.mean_latency_s / c.mean_latency_s))
+ratios = np.array(ratios)
+for k, name in enumerate(("wall-clock", "mean latency")):
+    lo, med, hi = np.min(ratios[:, k]), np.median(ratios[:, k]), np.max(ratios[:, k])
+    print(f"{name:<13} ratio over 10 seeds: min {lo:.1f}x  median {med:.1f}x  max {hi:.1f}x")
+assert np.all(ratios > 1.5)
+
+# %% [markdown]
+# How much continuous batching gains depends on how *uneven* the outputs are. With every
+# output the same length, static batches never idle and the two schedulers tie; the wider
+# the spread, the longer each static batch waits for its straggler. Below, the coefficient
+# of variation (standard deviation / mean) of the output length is swept from 0 to 2 at
+# the same mean, five seeds per point. Anyscale's public benchmark
+# {cite}`daniel2023continuousbatching` measured about 8x the *throughput* of static
+# batching for continuous batching alone (23x with vLLM's memory management as well); its
+# workload is its own, so read the line as a landmark, not a target.
+
+# %%
+cvs = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0]
+spread = {"wall-clock": [], "mean latency": []}
+for cv in cvs:
+    w, m = [], []
+    for seed in range(5):
+        outs = workloads.output_lengths(184, 256, cv, seed=seed, max_len=4096)
+        kw = dict(requests=workloads.make_requests(0.0, 128, outs, 4096), max_batch=40, step_time_s=0.025)
+        s, c = simulate(policy="static", **kw), simulate(policy="continuous", **kw)
+        w.append(s.makespan_s / c.makespan_s)
+        m.append(s.mean_latency_s / c.mean_latency_s)
+    spread["wall-clock"].append(np.median(w))
+    spread["mean latency"].append(np.median(m))
+fig, ax = plots.new_axes("output-length coefficient of variation (std / mean)",
+                         "static / continuous (x)", "gain of continuous batching vs output spread")
+for name, ys in spread.items():
+    ax.plot(cvs, ys, marker="o", label=name)
+ax.axhline(8, color="grey", lw=0.8, ls="--", label="Anyscale: ~8x throughput (their workload)")
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: median ratio over five seeds against the spread of output lengths (mean fixed at
+# 256 tokens, 40 slots). At zero spread the two schedulers tie (ratio 1); the exponential
+# (spread 1) gives the syllabus's 2.8x and 5x; heavier tails push both ratios towards and
+# past the 8x Anyscale measured.*
+#
+# **Beginner mistake: static batching with variable output lengths.** The wrong cell runs a
+# chat workload with a static scheduler; the right one changes only the policy.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+wrong = simulate(policy="static", **uneven)      # a batch waits for its longest member
+right = simulate(policy="continuous", **uneven)  # retire and admit every step
+print(f"wrong (static):     {wrong.makespan_s:6.1f} s wall-clock, {wrong.mean_latency_s:5.1f} s mean latency")
+print(f"right (continuous): {right.makespan_s:6.1f} s wall-clock, {right.mean_latency_s:5.1f} s mean latency")
+assert right.makespan_s < wrong.makespan_s and right.mean_latency_s < wrong.mean_latency_s
+
+# %% [markdown]
+# ## Retire before admit
+#
+# Continuous batching is one ordering rule: at the top of each step, first free the slots
+# and memory of sequences that finished in the last step, *then* admit. Reverse it, and
+# each freed slot sits empty for one extra step, because admission still sees it occupied.
+# `retire_before_admit=False` simulates that bug.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+late = simulate(three, max_batch=2, step_time_s=1.0, retire_before_admit=False)
+print(f"three requests, admit then retire: latencies {late.latency_s.tolist()} s (right: [1, 3, 3])")
+for mean_out in (256, 8):
+    outs = workloads.output_lengths(184, mean_out, 1.0, seed=0, max_len=4096)
+    kw = dict(requests=workloads.make_requests(0.0, 128, outs, 4096), max_batch=40, step_time_s=0.025)
+    slow = simulate(retire_before_admit=False, **kw).makespan_s / simulate(**kw).makespan_s - 1
+    print(f"backlog with mean output {mean_out:>3} tokens: admit-then-retire takes {slow:.1%} longer")
+assert late.latency_s.tolist() == [1, 3, 4] and slow > 0.05
+
+# %% [markdown]
+# Each request holds its slot one step too long: about one step in (mean output + 1). With
+# 256-token answers that is noise; with short ones (classification, tool calls, 8 tokens
+# on average) it costs several percent of throughput. Retiring first is what makes the
+# batch *continuous*.
+#
+# ## Admission control: budget the final length
+#
+# Each running sequence grows by one token of KV per step. A scheduler that admits on the
+# *final* length (prompt + `max_output_len`, the cap the client asked for) reserves that
+# much per request, so memory can never overflow. One that admits on the *prompt* sees
+# plenty of free memory at admission time and packs more requests in; then they grow.
+#
+# ### War story: the batch that OOMed at 3 a.m.
+#
+# A nightly job submits twenty long reports (1,000-token prompts, 1,000-token answers);
+# chat traffic trickles in beside them (500-token prompts, exponential answers with mean
+# 300 tokens, at most 1,000). The replica has 40,000 tokens of KV: exactly the twenty
+# reports' final length. Admission budgets the prompt.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+reports = [Request(0.0, 1000, 1000, 1000, tier="batch") for _ in range(20)]
+chat = workloads.make_requests(workloads.poisson_arrivals(40, 0.5, seed=1, start_s=1.0), 500,
+                               workloads.output_lengths(40, 300, 1.0, seed=2, max_len=1000), 1000)
+night = dict(requests=reports + chat, max_batch=64, kv_capacity_tokens=40_000, step_time_s=0.03)
+oom = simulate(admission="prompt", **night)
+safe = simulate(admission="final", **night)
+print(f"prompt admission: {oom.n_oom_events} OOM, {oom.n_oom_killed} requests killed, "
+      f"{oom.n_oom_killed_90pct_done} of them at least 90% done, "
+      f"{oom.oom_tokens_lost:,} generated tokens thrown away; {oom.n_completed} of 60 completed")
+print(f"final admission:  {safe.n_oom_killed} killed, {safe.n_completed} of 60 completed, "
+      f"mean latency {safe.mean_latency_s:.1f} s")
+assert (oom.n_oom_killed, oom.n_oom_killed_90pct_done, safe.n_completed) == (23, 20, 60)
+
+# %%
+glue("oom_killed", f"{oom.n_oom_killed}")
+glue("oom_90", f"{oom.n_oom_killed_90pct_done}")
+glue("oom_lost", f"{oom.oom_tokens_lost:,}")
+
+# %% [markdown]
+# Replayed: chat requests were admitted because their prompts fitted beside the reports'
+# prompts. Every step all of them grew; when the cache overflowed, the out-of-memory error
+# took down the whole in-flight batch: {glue:text}`oom_killed` requests, including
+# {glue:text}`oom_90` reports that were at least 90% done, and {glue:text}`oom_lost`
+# generated tokens. Final admission makes the chat requests wait for room instead, and
+# everything completes.
+
+# %%
+fig, ax = plots.new_axes("time (s)", "KV tokens held", "prompt vs final admission, 40,000-token cache")
+for name, r in (("prompt admission", oom), ("final admission", safe)):
+    ax.plot(r.trace.end_s, r.trace.kv_allocated_tokens, lw=1, label=name)
+ax.axhline(40_000, color="red", lw=0.8, ls="--", label="capacity")
+ax.set_xlim(0, 60)
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: KV memory held over the first minute. Under prompt admission the line climbs
+# with every step until it hits the capacity and drops to zero: the batch was killed. Under
+# final admission the reservations sit at or below the capacity line the whole night.*
+#
+# **Beginner mistake: admitting on prompt length.**
+
+# %%
+# NBVAL_CHECK_OUTPUT
+four = [Request(0, 100, 50) for _ in range(4)]
+wrong = simulate(four, max_batch=4, kv_capacity_tokens=560, admission="prompt", step_time_s=0.02)
+right = simulate(four, max_batch=4, kv_capacity_tokens=560, admission="final", step_time_s=0.02)
+print(f"wrong (prompt): {wrong.n_completed} completed, {wrong.n_oom_killed} killed, "
+      f"{wrong.oom_tokens_lost} tokens lost")
+print(f"right (final):  {right.n_completed} completed in {right.makespan_s:.2f} s, peak KV {right.kv_peak_tokens} tokens")
+assert (wrong.n_oom_killed, right.n_completed) == (4, 4)
+
+# %% [markdown]
+# ## A request that can never fit
+#
+# A request whose final length exceeds the *whole* KV budget cannot run even on an empty
+# replica. The scheduler must reject it on arrival, with a reason. Queue it instead and,
+# first come first served, it sits at the head of the queue forever, and so does everyone
+# behind it.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+huge = Request(0.0, 30_000, 20_000, tier="batch")          # 50,000 tokens > 40,000
+queue = [huge] + chat
+right = simulate(queue, max_batch=64, kv_capacity_tokens=40_000, step_time_s=0.03)
+wrong = simulate(queue, max_batch=64, kv_capacity_tokens=40_000, step_time_s=0.03, reject_oversized=False)
+print(f"right (reject): {right.n_rejected} rejected, {right.n_completed} completed")
+print(f"  reason: {right.rejections[0][1]}")
+print(f"wrong (queue):  {wrong.n_completed} completed, {wrong.n_starved} waiting forever")
+assert (right.n_rejected, right.n_completed, wrong.n_starved) == (1, 40, 41)
+
+# %% [markdown]
+# vLLM does the same: a prompt longer than the cache can hold is marked as ignored with a
+# warning rather than scheduled.
+#
+# ## Paged KV: blocks on demand
+#
+# Reserving each request's maximum length in one contiguous slab wastes memory three ways:
+# the unused tail of the reservation, internal fragmentation, and gaps between slabs.
+# {term}`PagedAttention` {cite}`kwon2023vllm` stores the cache in fixed-size blocks (16
+# tokens by default) taken from a pool as a sequence grows, so a sequence wastes at most
+# one partly filled block. The vLLM paper measured that earlier systems kept actual token
+# states in only 20.4% to 38.2% of their KV memory, and vLLM wasted under 4%.
+#
+# Our workload: 2,000 chat requests arriving at 40 per second, prompts of 64 to 1,023
+# tokens, exponential answers with a mean of 200 tokens, every client asking for up to
+# 2,048. Step times come from the roofline of Llama-3-8B on an H100
+# (`roofline_step_time`), and the cache holds 60,000 tokens.
+
+# %%
+llama8, h100 = get_model("llama-3-8b"), get_gpu("h100-sxm")
+step = roofline_step_time(llama8, h100)
+n_chat = 2000
+chat_reqs = workloads.make_requests(workloads.poisson_arrivals(n_chat, 40, seed=0),
+                                    np.random.default_rng(1).integers(64, 1024, n_chat),
+                                    workloads.output_lengths(n_chat, 200, 1.0, seed=2, max_len=2048), 2048)
+configs = {
+    "contiguous, reserve max": dict(),
+    "paged, reserve max": dict(block_size=16),
+    "paged, over-commit + recompute": dict(block_size=16, admission="prompt", preemption="recompute"),
+    "paged, over-commit + swap": dict(block_size=16, admission="prompt", preemption="swap"),
+}
+paged_runs = {k: simulate(chat_reqs, max_batch=256, kv_capacity_tokens=60_000, step_time_s=step, **kw)
+              for k, kw in configs.items()}
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'':<32}{'KV used':>8}{'mean batch':>11}{'tok/s':>8}{'mean lat.':>10}{'preempted':>10}")
+for name, r in paged_runs.items():
+    mean_batch = np.average(r.trace.batch, weights=r.trace.step_s)
+    print(f"{name:<32}{1 - r.kv_waste_fraction:>8.1%}{mean_batch:>11.1f}{r.throughput_tokens_per_s:>8.0f}"
+          f"{r.mean_latency_s:>8.1f} s{r.n_preempted:>10}")
+contig, paged = paged_runs["contiguous, reserve max"], paged_runs["paged, reserve max"]
+over = paged_runs["paged, over-commit + recompute"]
+assert 0.204 <= 1 - contig.kv_waste_fraction <= 0.382 and paged.kv_waste_fraction < 0.04
+assert all(r.n_completed == n_chat for r in paged_runs.values())
+
+# %%
+glue("contig_used", f"{1 - contig.kv_waste_fraction:.0%}")
+glue("paged_waste", f"{paged.kv_waste_fraction:.1%}")
+glue("overcommit_speedup", f"{over.throughput_tokens_per_s / contig.throughput_tokens_per_s:.1f}x")
+
+# %% [markdown]
+# Three findings. Reserving the maximum length keeps token states in only
+# {glue:text}`contig_used` of the memory held, inside the range the vLLM paper reports for
+# earlier systems. Paging alone cuts the waste to {glue:text}`paged_waste`, but *admission*
+# still reserves the maximum, so concurrency does not change. The gain comes from
+# over-committing: admit on what is allocated now, and let {term}`preemption <Preemption>` handle the
+# rare overflow. That is safe over-commit, and here it gives {glue:text}`overcommit_speedup`
+# the throughput.
+
+# %%
+fig, ax = plots.new_axes("time (s)", "KV tokens", "memory held vs memory storing tokens (60,000-token cache)")
+for name, r, c in (("contiguous, reserve max", contig, "C0"), ("paged, over-commit", over, "C1")):
+    ax.plot(r.trace.end_s, r.trace.kv_allocated_tokens, color=c, lw=1, label=f"{name}: held")
+    ax.plot(r.trace.end_s, r.trace.kv_used_tokens, color=c, lw=1, ls=":", label=f"{name}: tokens stored")
+ax.set_xlim(0, 40)
+ax.legend(fontsize=8)
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: the first 40 s. With contiguous reservation (blue) the cache is full of
+# reservations (solid) while the tokens actually stored (dotted) fill under a third of it.
+# Paged over-commit (orange) holds what it stores, the two lines nearly on top of each
+# other, and runs more than twice as many sequences in the same memory.*
+#
+# ### Prefix sharing
+#
+# Many requests begin with the same system prompt. In a paged cache the full blocks of a
+# shared prefix can be stored once and referenced by every sequence that uses it, with a
+# reference count so that the blocks are freed when the last user leaves. Give 500 of the
+# chat requests a common 1,024-token system prompt:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+sys_prompt = 1024
+base = chat_reqs[:500]
+with_prefix = [Request(q.arrival_s, q.prompt_len + sys_prompt, q.output_len, q.max_output_len,
+                       prefix_id="system", prefix_len=sys_prompt) for q in base]
+no_sharing = [Request(q.arrival_s, q.prompt_len + sys_prompt, q.output_len, q.max_output_len) for q in base]
+share_kw = dict(max_batch=256, kv_capacity_tokens=60_000, block_size=16, admission="prompt",
+                preemption="recompute", step_time_s=step)
+shared_run, private_run = simulate(with_prefix, **share_kw), simulate(no_sharing, **share_kw)
+for name, r in (("private copies", private_run), ("shared prefix", shared_run)):
+    mean_batch = np.average(r.trace.batch, weights=r.trace.step_s)
+    print(f"{name:<15} mean batch {mean_batch:5.1f}, mean latency {r.mean_latency_s:5.2f} s, "
+          f"preemptions {r.n_preempted}")
+assert shared_run.mean_latency_s < private_run.mean_latency_s
+
+# %% [markdown]
+# Each private copy of the system prompt costs 64 blocks; shared, the 64 blocks are paid
+# once, so the same cache runs about twice as many sequences and each waits less.
+#
+# ## Preemption under memory pressure
+#
+# Over-commit bets that not every sequence will reach its cap at once. When the bet loses,
+# a step needs more blocks than are free, and the scheduler evicts the most recently
+# admitted sequence: either it drops its blocks and later *recomputes* them with one prefill
+# of prompt plus generated tokens, or it *swaps* them to host memory and copies them back.
+# Either way the victim waits; nobody dies. Shrink the cache and count the cost:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'KV cache':>9}{'mode':>11}{'done':>6}{'killed':>8}{'preempted':>10}{'recomputed':>12}{'swapped':>9}"
+      f"{'steps out':>10}")
+for cap in (60_000, 30_000):
+    for mode in (None, "recompute", "swap"):
+        r = simulate(chat_reqs, max_batch=256, kv_capacity_tokens=cap, block_size=16, admission="prompt",
+                     preemption=mode, step_time_s=step)
+        print(f"{cap:>9,}{str(mode):>11}{r.n_completed:>6}{r.n_oom_killed:>8}{r.n_preempted:>10}"
+              f"{r.recomputed_tokens:>12,}{r.swapped_tokens:>9,}{r.preempted_steps:>10,}")
+        if mode is None:
+            assert r.n_oom_killed > 0
+        else:
+            assert r.n_oom_killed == 0 and r.n_completed == n_chat
+
+# %% [markdown]
+# Without preemption, over-commit is the 3 a.m. story again: batches die. With it, the cost
+# is visible and bounded: tokens recomputed (GPU time) or tokens copied over PCIe (transfer
+# time, charged with `swap_s_per_token`), plus the steps each victim spent waiting. Halving
+# the cache multiplies the preemptions; past some point a replica spends more time redoing
+# work than doing it, and the cure is a bigger budget, not a cleverer scheduler.
+#
+# ## Chunked prefill: a long prompt during decode
+#
+# Without chunking, a new request's whole prompt is processed in the step that admits it,
+# and every running sequence waits for that step: a 16,384-token prompt stretches one
+# decode step from a few milliseconds to about a quarter of a second.
+# {term}`Chunked prefill` {cite}`agrawal2024sarathi` caps the tokens per step (`max_batched_tokens`),
+# serves decode tokens first and splits the prompt over several steps. Below: chat traffic
+# (500 requests at 30 per second, 512-token prompts) with eight 16k-token documents arriving
+# once a second; {term}`TTFT` of the documents and {term}`ITL` of every decode token.
+
+# %%
+cap_tokens = int(kv_budget_bytes(h100.memory_bytes, weight_bytes(llama8)) // kv_bytes_per_token(llama8))
+steady = workloads.make_requests(workloads.poisson_arrivals(500, 30, seed=4), 512,
+                                 workloads.output_lengths(500, 300, 0.5, seed=5, max_len=1024), 1024)
+docs = workloads.make_requests(np.arange(1.0, 9.0), 16_384, 32, 64)
+is_doc = np.array([False] * len(steady) + [True] * len(docs))
+chunk_runs = {chunk: simulate(steady + docs, max_batch=128, kv_capacity_tokens=cap_tokens,
+                              max_batched_tokens=chunk, step_time_s=step) for chunk in (None, 2048, 512)}
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'max_batched_tokens':>18}{'doc TTFT p50':>14}{'chat TTFT p99':>15}{'ITL p50':>9}{'ITL p99':>9}{'worst ITL':>11}")
+for chunk, r in chunk_runs.items():
+    print(f"{str(chunk):>18}{np.median(r.ttft_s[is_doc]) * 1e3:>11.0f} ms{np.percentile(r.ttft_s[~is_doc], 99) * 1e3:>12.0f} ms"
+          f"{r.itl_percentile_s(50) * 1e3:>6.1f} ms{r.itl_percentile_s(99) * 1e3:>6.1f} ms"
+          f"{r.trace.step_s.max() * 1e3:>8.0f} ms")
+assert chunk_runs[512].itl_percentile_s(99) < chunk_runs[None].itl_percentile_s(99) / 2
+
+# %%
+fig, ax = plots.new_axes("time (s)", "step time = inter-token latency (ms)", "Llama-3-8B on H100, roofline step times")
+for chunk in (None, 512):
+    r = chunk_runs[chunk]
+    ax.plot(r.trace.end_s, r.trace.step_s * 1e3, lw=0.8, label=f"max_batched_tokens={chunk}")
+ax.set_yscale("log")
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: each step's duration, which every running sequence feels as the gap between two
+# of its tokens. Unchunked, each document arrival is a spike of over 250 ms (eight spikes,
+# one per second); with 512-token chunks the spikes flatten to a few milliseconds above
+# an ordinary step, spread over more steps.*
+#
+# Chunking trades a little of the long prompt's own TTFT (about 35 ms here) for everyone
+# else's token stream: the worst gap between two tokens falls from over a quarter of a
+# second to under 10 ms. The chunk size matters. With 2,048-token chunks each document
+# slows eight steps to about 33 ms instead of one step to 276 ms, so the worst case improves
+# but *more* tokens see a slow step and the p99 gets worse. Small chunks, a few hundred
+# tokens, keep every step close to a pure decode step.
+#
+# ## Two tiers: one deployment or two?
+#
+# ### War story: the shared deployment
+#
+# Interactive chat and an overnight batch job were put on one endpoint to save a replica.
+# Configure a small batch and the batch job crawls; configure a large one and chat latency
+# explodes. Whichever was chosen, one tier was wrong, and the complaints always came from
+# chat. Replay it on two H100s serving Llama-3-8B: chat at 4 requests per second (512-token
+# prompts, exponential answers with mean 200 tokens), and 2,000 documents dumped at t = 0
+# (2,000-token prompts, 400-token answers with spread 0.5). *Shared*: both replicas take
+# half of both tiers, first come first served. *Split*: one replica per tier, each with the
+# batch size that suits it.
+
+# %%
+inter = workloads.make_requests(workloads.poisson_arrivals(1200, 4.0, seed=6), 512,
+                                workloads.output_lengths(1200, 200, 1.0, seed=7, max_len=1024), 1024)
+batch_jobs = workloads.make_requests(0.0, 2000, workloads.output_lengths(2000, 400, 0.5, seed=8, max_len=1024),
+                                     1024, tier="batch")
+both = sorted(inter + batch_jobs, key=lambda q: q.arrival_s)
+tier_kw = dict(kv_capacity_tokens=cap_tokens, step_time_s=step)
+
+
+def two_replicas(first, second, batch_first, batch_second):
+    return (simulate(first, max_batch=batch_first, **tier_kw), simulate(second, max_batch=batch_second, **tier_kw))
+
+
+def tier_report(runs):
+    pick = lambda metric, tier: np.concatenate([getattr(r, metric)[(r.tier == tier) & (r.status == "completed")]
+                                                for r in runs])
+    ttft, tpot, batch_lat = pick("ttft_s", "interactive"), pick("tpot_s", "interactive"), pick("latency_s", "batch")
+    return np.percentile(ttft, 99), np.percentile(tpot[~np.isnan(tpot)], 99), batch_lat.max()
+
+
+deployments = {f"shared, max_batch={b}": two_replicas(both[0::2], both[1::2], b, b) for b in (16, 256)}
+deployments["split: chat 16, batch 256"] = two_replicas(inter, batch_jobs, 16, 256)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'':<28}{'chat TTFT p99':>14}{'chat TPOT p99':>15}{'batch job done':>16}")
+tiers = {}
+for name, runs in deployments.items():
+    tiers[name] = tier_report(runs)
+    ttft99, tpot99, done = tiers[name]
+    print(f"{name:<28}{ttft99:>12.2f} s{tpot99 * 1e3:>12.1f} ms{done:>14.0f} s")
+split = tiers["split: chat 16, batch 256"]
+assert all(split[0] < t[0] / 100 for k, t in tiers.items() if k.startswith("shared"))
+
+# %% [markdown]
+# With a small batch the document job takes longest *and* chat's tail waits minutes
+# behind documents in the queue; with a large batch the job finishes soonest (it has two
+# replicas) but chat's p99 TTFT is still about a minute and its TPOT quadruples. Split, chat
+# gets its first token in tens of milliseconds with a steady TPOT, and the document job
+# still finishes in a little over two minutes on one replica. The tiers want different
+# things (latency vs throughput), and one batch size cannot serve both.
+#
+# **Beginner mistakes: queueing a request that can never fit, and sharing one deployment
+# between tiers.** Both are above as wrong-and-right runs: the rejected 50,000-token request
+# (wrong: 41 requests starve), and the shared deployment (wrong: a chat TTFT p99 of a minute
+# or more at either batch size; right: two deployments).
+#
+# ## Summary: the numbers to carry
+#
+# | what | value |
+# |---|---|
+# | continuous vs static, uneven outputs (184 requests, exponential, 40 slots) | {glue:text}`wall_ratio` shorter wall-clock, {glue:text}`lat_ratio` lower mean latency |
+# | prompt admission, the 3 a.m. replay | {glue:text}`oom_killed` killed, {glue:text}`oom_90` at least 90% done, {glue:text}`oom_lost` tokens lost |
+# | KV memory storing tokens, contiguous max-length reservation | {glue:text}`contig_used` (vLLM paper: 20.4%-38.2% in earlier systems) |
+# | paged KV waste | {glue:text}`paged_waste` (vLLM paper: under 4%) |
+# | paged over-commit with preemption vs reservation | {glue:text}`overcommit_speedup` the throughput |
+#
+# Retire, then admit, at every step. Budget the final length or preempt; never let growth
+# kill a batch. Reject what can never fit. Page the cache and over-commit safely. Chunk
+# long prefills. Give interactive and batch traffic their own deployments.
+#
+# ## Exercises
+#
+# Each exercise states every constant it needs. Write your answer in the cell and run it:
+# `check` says whether it is right. Solutions are behind the toggles.
+#
+# **sch-1.** Four requests arrive at t = 0 with 16-token prompts and outputs of 4, 1, 1 and
+# 2 tokens (in that order). Two slots, 50 ms per step, continuous batching. When does the
+# last one finish (s)? (Static batching would take 0.3 s.)
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = simulate([Request(0, 16, o) for o in (4, 1, 1, 2)], max_batch=2, step_time_s=0.05).makespan_s
+### END SOLUTION
+check("sch-1", answer)
+
+# %% [markdown]
+# **sch-2.** Run the chapter's uneven-output workload with seed 3
+# (`workloads.uneven_outputs(seed=3)`: 184 requests at t = 0, 128-token prompts,
+# exponential outputs with mean 256, `max_batch=40`, 25 ms per step). By what factor is
+# static batching's wall-clock longer than continuous batching's?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+kw = workloads.uneven_outputs(seed=3)
+answer = simulate(policy="static", **kw).makespan_s / simulate(policy="continuous", **kw).makespan_s
+### END SOLUTION
+check("sch-2", answer)
+
+# %% [markdown]
+# **sch-3.** A replica has 32,768 tokens of KV and admits on the final length. Requests
+# have 512-token prompts and `max_output_len` 1,536 (they actually generate 256). How many
+# sequences can run at once?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = 32_768 // (512 + 1536)
+### END SOLUTION
+check("sch-3", answer)
+
+# %% [markdown]
+# **sch-4.** Four requests (100-token prompts, 50-token outputs) are admitted at once on
+# prompt length into a 560-token cache; the prefill step stores the prompts and the first
+# tokens (101 each), and each later step adds one token per sequence. How many generated
+# tokens are thrown away when the cache overflows?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+steps_that_fit = (560 - 4 * 101) // 4 + 1      # 40 steps, each sequence has 40 tokens
+answer = 4 * steps_that_fit
+### END SOLUTION
+check("sch-4", answer)
+
+# %% [markdown]
+# **sch-5.** A paged cache uses 16-token blocks. A sequence holds 1,000 tokens. How many
+# token slots of its blocks are empty (internal fragmentation)?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = -(-1000 // 16) * 16 - 1000
+### END SOLUTION
+check("sch-5", answer)
+
+# %% [markdown]
+# **sch-6.** One request is decoding (1-token prompt, 20 output tokens) when a
+# 1,000-token prompt arrives at the same instant (both at t = 0, the short one first). Two
+# slots, `max_batched_tokens=256`, decode tokens first, 20 ms per step. What is the long
+# request's TTFT (s)?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+# Step 1: 1 + 255 prompt tokens; steps 2-4: 255 each after the decode token (745 -> 490 -> 235 -> 0).
+answer = 4 * 0.02
+### END SOLUTION
+check("sch-6", answer)
