@@ -15,7 +15,7 @@ from .ceilings import Ceilings, copy_bandwidth_Bps, matmul_flops, measure_ceilin
 from .device import DeviceInfo, pick_device
 from .kvcache import KVAllocation, allocate_kv_cache
 from .phases import PhaseTiming, Sweep, SweepPoint, batching_sweep, is_out_of_memory, time_decode, time_prefill
-from .profile import load_profile, load_profiles, measure_profile, profile_label, save_profile
+from .profile import describe, load_profile, load_profiles, measure_profile, profile_label, save_profile
 from .timer import Timing, time_call
 from .toy import ToyDecoder, toy_spec
 
@@ -23,4 +23,4 @@ __all__ = ["DeviceInfo", "pick_device", "KVAllocation", "allocate_kv_cache", "Ti
            "Ceilings", "copy_bandwidth_Bps", "matmul_flops", "measure_ceilings", "ToyDecoder", "toy_spec",
            "PhaseTiming", "time_prefill", "time_decode", "Sweep", "SweepPoint", "batching_sweep",
            "is_out_of_memory", "measure_profile", "save_profile", "load_profile", "load_profiles",
-           "profile_label"]
+           "profile_label", "describe"]

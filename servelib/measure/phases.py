@@ -92,12 +92,15 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One batch size of the sweep: decode ``step_s``, ``tokens_per_s`` = batch / step_s, prediction."""
+    """One batch size of the sweep: decode ``step_s``, ``tokens_per_s`` = batch / step_s, the
+    roofline prediction, and the step's ``flops`` and ``bytes_moved`` (for its intensity)."""
 
     batch: int
     step_s: float
     tokens_per_s: float
     predicted_step_s: float | None
+    flops: float
+    bytes_moved: float
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ def batching_sweep(model: ToyDecoder, batches, context_len: int, ceilings: Ceili
             if progress:
                 progress(f"batch {b}: out of memory, sweep stopped")
             return Sweep(context_len, tuple(points), b, str(err).splitlines()[0] if str(err) else type(err).__name__)
-        points.append(SweepPoint(b, t.step_s, b / t.step_s, t.predicted_step_s))
+        points.append(SweepPoint(b, t.step_s, b / t.step_s, t.predicted_step_s, t.flops, t.bytes_moved))
         if progress:
             pred = f", predicted {t.predicted_step_s * 1e3:.2f} ms" if t.predicted_step_s else ""
             progress(f"batch {b}: {t.step_s * 1e3:.2f} ms/step{pred}, {b / t.step_s:,.0f} tokens/s")

@@ -11,6 +11,7 @@ import os
 import pathlib
 import platform
 import time
+from dataclasses import asdict
 
 import torch
 
@@ -104,8 +105,7 @@ def measure_profile(quick: bool = False, device: DeviceInfo | None = None, dtype
                   "n_params": spec.n_params, "weights_read_bytes": model.weights_read_bytes},
         "prefill": pre.as_dict(),
         "decode": dec.as_dict(),
-        "batching_sweep": [dict(batch=p.batch, step_s=p.step_s, tokens_per_s=p.tokens_per_s,
-                                predicted_step_s=p.predicted_step_s) for p in sweep.points],
+        "batching_sweep": [asdict(p) for p in sweep.points],
         "sweep_context_len": sweep.context_len,
         "sweep_stopped_at": sweep.stopped_at,
         "sweep_stop_reason": sweep.stop_reason,
@@ -150,3 +150,13 @@ def profile_label(profile: dict) -> str:
     dev = profile["device"]
     name = dev.get("name", "?") if isinstance(dev, dict) else str(dev)
     return f"{name} ({profile['dtype']}, {profile['date'][:10]})"
+
+
+def describe(profile: dict) -> str:
+    """One line saying where and how a profile was measured: device, threads, dtype, torch, sizes, date."""
+    dev, m = profile["device"], profile["model"]
+    threads = f", {dev['threads']} threads" if dev.get("threads") else ""
+    return (f"{dev.get('kind', '?')} ({dev.get('name', '?')}{threads}), {profile['dtype']}, torch {profile['torch']}, "
+            f"toy model {m['n_params'] / 1e6:.0f}M params ({m['n_layers']} layers, hidden {m['hidden_size']}), "
+            f"prompt {profile['prefill']['new_tokens']}, context {profile['decode']['context_len']}, "
+            f"{profile['date'][:10]}")

@@ -1,0 +1,322 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Prefill and decode
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/01_prefill_decode.ipynb)
+#
+# Every request to a language model runs in two phases that could hardly be more
+# different. The {term}`prefill <Prefill>` reads the whole prompt in one parallel pass; the
+# {term}`decode <Decode>` then produces the answer one token at a time. The first keeps the
+# arithmetic units busy, the second mostly waits for memory. This chapter counts the work of
+# each phase, turns it into the two latencies users feel, and then times both phases of a
+# small decoder on the machine in front of you, next to what the counting predicts.
+#
+# **You will be able to**
+# 1. say what prefill and decode each do, and which latency each one sets ({term}`TTFT`, {term}`TPOT`);
+# 2. count prefill FLOPs as $2PN$ and say when the attention term matters;
+# 3. explain why a decode token costs the same FLOPs as a prefill token yet takes far longer;
+# 4. predict TTFT and TPOT of a real model on a real GPU from its datasheet;
+# 5. measure both phases here and compare them with the prediction from measured ceilings.
+
+# %%
+# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# already installed (README). Then it reports the device that measurements will use.
+import importlib.util
+import subprocess
+import sys
+
+REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
+if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
+                   check=True)
+
+from servelib.measure import pick_device
+
+DEVICE = pick_device()
+print(f"measuring on {DEVICE.kind} ({DEVICE.name}), dtype {DEVICE.dtype}, torch {DEVICE.torch}")
+
+# %%
+import pathlib
+
+from servelib import plots
+from servelib.book import glue
+from servelib.grading import check
+from servelib.hardware import get_gpu
+from servelib.measure import describe, load_profiles, measure_profile, profile_label
+from servelib.memory import weight_bytes
+from servelib.models import get_model
+from servelib.roofline import (decode_flops_per_step, predict_tpot_s, predict_ttft_s, prefill_attention_flops,
+                               prefill_flops)
+
+plots.apply_style()
+DATA = pathlib.Path("../book/data")   # profiles measured on real GPUs, committed with the book
+
+# %% [markdown]
+# ## Two phases of one request
+#
+# A prompt of $N$ tokens arrives. In the **prefill** the model runs all $N$ tokens through
+# every layer at once: each layer is a handful of matrix products of shape
+# $(N \times \text{hidden}) \cdot (\text{hidden} \times \cdot)$, and every position's keys
+# and values go into the {term}`KV cache`. The output at the last position is the first
+# generated token.
+#
+# Then the **decode** loop starts. Each step feeds the single newest token through every
+# layer, attends to the cache, appends one more key and value, and yields one token. Step
+# $t+1$ needs the token of step $t$, so the steps cannot run in parallel for one request.
+#
+# The two latencies a user feels map onto the two phases:
+#
+# - {term}`TTFT`, time to first token: queueing plus the prefill. Long prompts raise it.
+# - {term}`TPOT` (also called inter-token latency, {term}`ITL`): the time of one decode step,
+#   the gap between consecutive tokens of the answer.
+#
+# $$
+# \text{latency}(n \text{ output tokens}) = \text{TTFT} + (n - 1)\cdot\text{TPOT}.
+# $$
+#
+# ## Counting the work
+#
+# A weight matrix of $m \times k$ applied to one token vector costs $2mk$ FLOPs: one multiply
+# and one add per weight. Summed over every matrix of a model with $P$ parameters, one token
+# costs $2P$ FLOPs, so a prefill of $N$ tokens costs
+#
+# $$
+# \text{prefill FLOPs} = 2 P N .
+# $$
+#
+# Attention adds a term that the parameter count does not see: token $t$ scores $t$ keys
+# and sums $t$ values, $4 H d_{head} t$ FLOPs per layer. Over a causal prompt that is
+# $2 L H d_{head} N(N+1)$, quadratic in $N$ and small until prompts are long:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+llama70 = get_model("llama-3-70b")
+P = llama70.n_params
+print(f"{llama70.name}: P = {P / 1e9:.2f}e9 parameters")
+print(f"{'prompt':>8}{'2PN (TFLOP)':>14}{'attention (TFLOP)':>19}{'attention share':>17}")
+for n in (512, 2048, 8192, 32768):
+    dense, attn = prefill_flops(P, n), prefill_attention_flops(llama70, n)
+    print(f"{n:>8}{dense / 1e12:>14.1f}{attn / 1e12:>19.1f}{attn / dense:>17.1%}")
+assert prefill_flops(P, 2048) == 2 * P * 2048
+assert prefill_attention_flops(llama70, 512) / prefill_flops(P, 512) < 0.01
+
+# %% [markdown]
+# Under 1% at 512 tokens, about 8% at 8k, 30% at 32k: the book uses $2PN$ and adds
+# attention where prompts are long.
+#
+# A decode step does the same $2P$ FLOPs per token. What differs is how many tokens share
+# each read of the weights. The prefill streams the weights from memory once and applies
+# them to all $N$ tokens; the decode step streams them once for a single token. The ratio of
+# arithmetic to bytes, the {term}`arithmetic intensity <Arithmetic intensity>`, is about $N$ for the prefill and
+# about 1 for the decode (next chapter). So with $W$ bytes of weights, a device with peak
+# $F$ FLOP/s and bandwidth $B$ bytes/s, each phase takes the larger of its compute time and
+# its memory time:
+#
+# $$
+# \text{TTFT} \approx \max\!\left(\frac{2PN}{F}, \frac{W}{B}\right),
+# \qquad
+# \text{TPOT} \approx \max\!\left(\frac{2P}{F}, \frac{W + \text{KV}}{B}\right).
+# $$
+#
+# ## Predicting TTFT and TPOT from a datasheet
+#
+# For Llama-3-8B in bf16 (16 GB of weights) with a 4,096-token prompt:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+llama8 = get_model("llama-3-8b")
+print(f"{llama8.name}: weights {weight_bytes(llama8) / 1e9:.1f} GB in bf16")
+print(f"{'GPU':<10}{'TTFT 4k (ms)':>14}{'per prompt token (ms)':>23}{'TPOT (ms)':>11}{'decode/prefill per token':>26}")
+ratios = {}
+for g in ("l4", "a100-80gb", "h100-sxm"):
+    ttft, tpot = predict_ttft_s(llama8, g, 4096), predict_tpot_s(llama8, g, 1, 4096)
+    ratios[g] = tpot / (ttft / 4096)
+    print(f"{g:<10}{ttft * 1e3:>14.1f}{ttft / 4096 * 1e3:>23.4f}{tpot * 1e3:>11.2f}{ratios[g]:>26.0f}")
+assert round(predict_tpot_s(llama8, "h100-sxm", 1, 4096) * 1e3, 2) == 4.95
+assert all(r > 100 for r in ratios.values())
+
+# %%
+glue("h100_ratio", f"{ratios['h100-sxm']:.0f}")
+glue("h100_ttft_8b", f"{predict_ttft_s(llama8, 'h100-sxm', 4096) * 1e3:.0f} ms")
+glue("h100_tpot_8b", f"{predict_tpot_s(llama8, 'h100-sxm', 1, 4096) * 1e3:.1f} ms")
+
+# %% [markdown]
+# On an H100 the whole 4k prompt takes about {glue:text}`h100_ttft_8b`, and each answer token
+# {glue:text}`h100_tpot_8b`: per token, decode is about {glue:text}`h100_ratio` times slower
+# than prefill, for the same FLOPs. Notice the TPOT column: it is the weight bytes divided by
+# the bandwidth, and the L4's 300 GB/s makes it over ten times the H100's.
+#
+# These are roofline estimates (the next chapter): lower bounds that ignore kernel launch
+# gaps, communication and scheduling. They are the right first answer, and the measurement
+# below says how close a real run comes.
+#
+# ## Measure: both phases on this machine
+#
+# `servelib.measure` builds a small decoder with random weights whose shape is Llama-3-8B
+# scaled down (`servelib.measure.toy_spec`, {term}`GQA` with a KV cache). It first measures
+# the machine's two ceilings, the bandwidth of a large memory copy and the FLOP/s of a large
+# matrix product; then times one prefill and one decode step, and predicts each from those
+# two measured ceilings. The cell takes a few seconds on a laptop CPU. The figures depend on
+# the machine and on what else it is running, so this cell's output is not checked.
+
+# %%
+live = measure_profile(quick=True)
+print("measured on:", describe(live))
+pre, dec = live["prefill"], live["decode"]
+print(f"copy bandwidth {live['copy_bandwidth_Bps'] / 1e9:.1f} GB/s, matmul {live['matmul_flops'] / 1e12:.3f} TFLOP/s")
+print(f"{'phase':<9}{'ms/token':>10}{'predicted':>11}{'achieved':>22}")
+print(f"{'prefill':<9}{pre['s_per_token'] * 1e3:>10.3f}{pre['predicted_step_s'] / pre['new_tokens'] * 1e3:>11.3f}"
+      f"{pre['achieved_flops'] / 1e12:>15.3f} TFLOP/s")
+print(f"{'decode':<9}{dec['s_per_token'] * 1e3:>10.3f}{dec['predicted_step_s'] * 1e3:>11.3f}"
+      f"{dec['achieved_Bps'] / 1e9:>18.1f} GB/s")
+print(f"decode is {dec['s_per_token'] / pre['s_per_token']:.0f}x slower per token than prefill here")
+glue("live_ratio", f"{dec['s_per_token'] / pre['s_per_token']:.0f}")
+
+# %% [markdown]
+# On this machine a decode token costs {glue:text}`live_ratio` times a prefill token. The
+# prefill row reports FLOP/s because arithmetic limits it; the decode row reports bytes/s
+# because the weight read limits it.
+#
+# The same measurement, made on GPUs and saved with the book (`book/data/`), sits beside
+# yours in the figure. Every profile records its device, dtype, torch version and date.
+
+# %%
+profiles = [live] + load_profiles(DATA)
+fig, ax = plots.new_axes("", "time per token (ms, log scale)", "prefill vs decode, measured and predicted",
+                         logy=True)
+width = 0.8 / len(profiles)
+for i, prof in enumerate(profiles):
+    pre, dec = prof["prefill"], prof["decode"]
+    measured = [pre["s_per_token"] * 1e3, dec["s_per_token"] * 1e3]
+    predicted = [pre["predicted_step_s"] / pre["new_tokens"] * 1e3, dec["predicted_step_s"] * 1e3]
+    xs = [k + i * width for k in (0, 1)]
+    label = ("this machine: " if prof is live else "") + profile_label(prof)
+    bars = ax.bar(xs, measured, width=width * 0.9, label=label)
+    ax.plot(xs, predicted, "k_", markersize=18, markeredgewidth=2)
+ax.plot([], [], "k_", markersize=12, markeredgewidth=2, label="roofline prediction")
+ax.set_xticks([0.4 - width / 2, 1.4 - width / 2], ["prefill (per prompt token)", "decode (per output token)"])
+ax.legend(fontsize=8)
+fig.tight_layout()
+for prof in profiles:
+    print(describe(prof))
+
+# %% [markdown]
+# *Figure: seconds per token of the toy decoder's prefill and decode at batch 1 (bars) and
+# the roofline prediction from the same machine's measured ceilings (black ticks); this
+# machine first, then any committed GPU profiles. Notice the gap between the two groups of
+# bars: same FLOPs per token, one to two orders of magnitude apart, on every device.*
+#
+# ## Beginner mistake: one tokens-per-second number for both phases
+#
+# "The server did 2,000 tokens in 10 seconds, so it runs at 200 tokens/s." If 1,800 of
+# those were prompt tokens, the answer came out at 20 tokens/s, and the user felt every
+# one of those gaps. Report TTFT and TPOT separately, never their blend:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+prompt, output = 1800, 200
+ttft = predict_ttft_s(llama8, "l4", prompt)
+tpot = predict_tpot_s(llama8, "l4", 1, prompt + output)
+total = ttft + (output - 1) * tpot
+wrong = (prompt + output) / total          # blends prefill and decode tokens
+right = 1 / tpot                           # what the reader of the answer sees
+print(f"wrong: {wrong:.0f} tokens/s (prompt and output tokens over the whole request)")
+print(f"right: TTFT {ttft * 1e3:.0f} ms, then {right:.1f} tokens/s ({tpot * 1e3:.1f} ms per token)")
+assert wrong > 8 * right
+
+# %% [markdown]
+# ## Summary: the numbers to carry
+#
+# | what | value |
+# |---|---|
+# | prefill FLOPs | $2PN$ (attention $2LHd_{head}N(N+1)$ on top) |
+# | decode FLOPs per token | $2P$, the same as prefill |
+# | Llama-3-8B, 4k prompt on an H100: TTFT | {glue:text}`h100_ttft_8b` |
+# | Llama-3-8B, batch 1 on an H100: TPOT | {glue:text}`h100_tpot_8b` |
+# | decode vs prefill, per token, H100 (predicted) | {glue:text}`h100_ratio` x |
+# | decode vs prefill, per token, this machine (measured) | {glue:text}`live_ratio` x |
+#
+# Prefill is parallel and limited by arithmetic; decode is sequential and limited by
+# memory. TTFT belongs to the first, TPOT to the second.
+#
+# ## Exercises
+#
+# Each exercise states every constant it needs. Write your answer in the cell and run it:
+# `check` says whether it is right. Solutions are behind the toggles. Predictions use
+# `servelib.roofline` with bf16 weights and KV cache (2 bytes each) and the GPU presets of
+# `servelib.hardware`.
+#
+# **pd-1.** Llama-3-8B has 8.03 billion parameters. How many TFLOP (10^12 FLOPs) does the
+# prefill of a 2,000-token prompt take, attention left out?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = prefill_flops(llama8.n_params, 2000) / 1e12
+### END SOLUTION
+check("pd-1", answer)
+
+# %% [markdown]
+# **pd-2.** Predict the TTFT, in milliseconds, of one 4,096-token prompt to Llama-3-8B on
+# an H100 SXM (989.5 dense bf16 TFLOP/s, 3.35 TB/s), with an empty queue.
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = predict_ttft_s(llama8, "h100-sxm", 4096) * 1e3
+### END SOLUTION
+check("pd-2", answer)
+
+# %% [markdown]
+# **pd-3.** Predict the TPOT, in milliseconds, of Llama-3-8B decoding one sequence at a
+# 4,096-token context on an A100 80GB (2,039 GB/s).
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = predict_tpot_s(llama8, "a100-80gb", 1, 4096) * 1e3
+### END SOLUTION
+check("pd-3", answer)
+
+# %% [markdown]
+# **pd-4.** On the H100 SXM, how many batch-1 decode steps (context 4,096) take as long as
+# the prefill of that 4,096-token prompt?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = predict_ttft_s(llama8, "h100-sxm", 4096) / predict_tpot_s(llama8, "h100-sxm", 1, 4096)
+### END SOLUTION
+check("pd-4", answer)
+
+# %% [markdown]
+# **pd-5.** For Llama-3-8B (32 layers, 32 attention heads of size 128), what fraction of
+# the $2PN$ FLOPs does causal attention add for an 8,192-token prompt? Answer as a fraction.
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = prefill_attention_flops(llama8, 8192) / prefill_flops(llama8.n_params, 8192)
+### END SOLUTION
+check("pd-5", answer)
+
+# %% [markdown]
+# **pd-6.** A chatbot serves Llama-3-8B on one L4 (300 GB/s, 121 dense bf16 TFLOP/s) at
+# batch 1. A 512-token prompt gets a 256-token answer. Predict the end-to-end latency in
+# seconds: TTFT plus 255 decode steps, each taken at the final context of 768 tokens (a
+# slight overestimate).
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = predict_ttft_s(llama8, "l4", 512) + 255 * predict_tpot_s(llama8, "l4", 1, 768)
+### END SOLUTION
+check("pd-6", answer)
