@@ -14,7 +14,8 @@ Per page it checks:
 - no traceback or error output;
 - no console errors (failed loads included);
 - every internal link resolves: the file exists and so does its ``#anchor``;
-- on chapter pages (``notebooks/``): the exercise solutions sit behind toggles, closed.
+- on chapter pages (``notebooks/``): the exercise solutions sit behind toggles, closed, and
+  the page's launch button opens this chapter's notebook on Colab.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and
 ``selenium`` (requirements.txt). Exits 1 listing every failure.
@@ -47,8 +48,10 @@ MATH_TIMEOUT_S = 30
 PAGE_STATE_JS = """
 const body = document.body.cloneNode(true);
 body.querySelectorAll('pre, code, script, style, mjx-container, mjx-assistive-mml').forEach(e => e.remove());
-const toggles = [...document.querySelectorAll('.cell.tag_hide-input')].map(c => {
+const solutions = [...document.querySelectorAll('.cell')].filter(c => c.textContent.includes('BEGIN SOLUTION'));
+const toggles = solutions.map(c => {
   const d = c.querySelector('details');
+  if (!c.classList.contains('tag_hide-input')) return 'untagged';
   return d === null ? 'missing' : (d.open ? 'open' : 'closed');
 });
 return {
@@ -57,8 +60,8 @@ return {
   errorOutputs: document.querySelectorAll('.output.error, .output.traceback, .cell_output .traceback').length,
   links: [...document.querySelectorAll('a[href]')].map(a => a.href),
   toggles: toggles,
-  solutions: [...document.querySelectorAll('.cell.tag_hide-input')].filter(
-      c => c.textContent.includes('BEGIN SOLUTION')).length,
+  colab: [...document.querySelectorAll('.dropdown-launch-buttons a[href^="https://colab.research.google.com/github/"]')]
+      .map(a => a.getAttribute('href')),
 };
 """
 
@@ -177,11 +180,13 @@ def main(argv=None) -> int:
                 if rel.startswith("notebooks/"):
                     totals["chapters"] += 1
                     toggles = state["toggles"]
-                    if state["solutions"] == 0 or len(toggles) < state["solutions"]:
-                        fail(f"{state['solutions']} solutions but {len(toggles)} hide-input cells")
+                    if not toggles:
+                        fail("no exercise solutions found")
                     if any(t != "closed" for t in toggles):
                         fail(f"solution toggles not all present and closed: {toggles}")
                     totals["toggles"] += len(toggles)
+                    if not any(h.endswith(f"/notebooks/{page.stem}.ipynb") for h in state["colab"]):
+                        fail(f"no Colab launch button for notebooks/{page.stem}.ipynb: {state['colab']}")
                 if rel.startswith("notebooks/") or rel == "index.html":
                     driver.save_screenshot(str(shots / (page.stem + ".png")))
                 totals["pages"] += 1
