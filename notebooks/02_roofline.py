@@ -1,0 +1,335 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Arithmetic intensity and the roofline
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/02_roofline.ipynb)
+#
+# A GPU's datasheet gives two numbers that matter here: how fast it can multiply and how
+# fast it can read memory. Which one limits a piece of work depends on a single ratio, the
+# FLOPs it does per byte it moves. This chapter defines that ratio, draws the
+# {term}`roofline <Roofline>` {cite}`williams2009roofline` that turns it into attainable
+# speed, and shows that decoding one sequence at a time uses about a third of a percent of
+# an H100's arithmetic. Then it measures the roofline of the machine you are on and puts the
+# toy decoder's prefill and decode on it.
+#
+# **You will be able to**
+# 1. compute the {term}`arithmetic intensity <Arithmetic intensity>` of a kernel or a whole decode step;
+# 2. find a device's {term}`ridge point <Ridge point>` and say whether a step is memory- or compute-bound;
+# 3. show that batch-1 decode runs near 1 FLOP/byte and wastes about 99.7% of an H100;
+# 4. measure this machine's ceilings and ridge, and place measured points on its roofline;
+# 5. answer "the GPUs are too slow" with the right fix.
+
+# %%
+# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# already installed (README). Then it reports the device that measurements will use.
+import importlib.util
+import subprocess
+import sys
+
+REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
+if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
+                   check=True)
+
+from servelib.measure import pick_device
+
+DEVICE = pick_device()
+print(f"measuring on {DEVICE.kind} ({DEVICE.name}), dtype {DEVICE.dtype}, torch {DEVICE.torch}")
+
+# %%
+import pathlib
+
+from servelib import plots
+from servelib.book import glue
+from servelib.grading import check
+from servelib.hardware import get_gpu, list_gpus, ridge_point
+from servelib.measure import describe, load_profiles, measure_profile, profile_label
+from servelib.models import get_model
+from servelib.roofline import (arithmetic_intensity, attainable_flops, compute_utilization, decode_intensity,
+                               decode_tokens_per_s, predict_tpot_s)
+
+plots.apply_style()
+DATA = pathlib.Path("../book/data")   # profiles measured on real GPUs, committed with the book
+
+# %% [markdown]
+# ## FLOPs per byte
+#
+# Any computation does some arithmetic and moves some bytes between memory and the
+# arithmetic units. Its arithmetic intensity is the ratio:
+#
+# $$
+# I = \frac{\text{FLOPs}}{\text{bytes moved}} \quad \text{(FLOP/byte)}.
+# $$
+#
+# Two examples at the extremes. A product of two $n \times n$ matrices does $2n^3$ FLOPs and
+# must at least read two matrices and write one, $3n^2$ elements, so its intensity grows
+# like $n$. A decode step of a model with $P$ parameters stored in 2 bytes each does $2P$
+# FLOPs per sequence and reads $2P$ bytes of weights: about 1 FLOP/byte, whatever $P$.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+n, b = 4096, 2                                     # bf16: 2 bytes per element
+i_matmul = arithmetic_intensity(2 * n**3, 3 * n**2 * b)
+llama70 = get_model("llama-3-70b")
+i_decode = decode_intensity(llama70, batch=1, context_len=2048)
+print(f"{n}x{n} matmul in bf16: {i_matmul:,.0f} FLOP/byte")
+print(f"{llama70.name} decode, batch 1, 2k context, fp16: {i_decode:.3f} FLOP/byte")
+assert round(i_matmul) == 1365 and 0.8 < i_decode <= 1
+
+# %% [markdown]
+# A little under 1 at batch 1, because the KV cache adds bytes to read and no weight FLOPs.
+#
+# ## The roofline and the ridge point
+#
+# A device with peak $F$ FLOP/s and memory bandwidth $B$ bytes/s can run a kernel of
+# intensity $I$ no faster than
+#
+# $$
+# \text{attainable FLOP/s} = \min(F,\; I \cdot B).
+# $$
+#
+# On a log-log plot that is a sloped line (memory-bound: more intensity, more speed) that
+# meets a flat roof (compute-bound). They meet at the **ridge point** $I^* = F / B$. Work
+# below the ridge waits for memory; work above it waits for arithmetic. For a whole step the
+# same statement reads: its time is the larger of FLOPs$/F$ and bytes$/B$.
+#
+# The ridge points of the book's accelerators, dense tensor rates (bf16, or fp16 where
+# there is no bf16):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'GPU':<10}{'dtype':>6}{'TFLOP/s':>9}{'TB/s':>7}{'ridge (FLOP/byte)':>19}")
+for name in list_gpus():
+    g = get_gpu(name)
+    dt = "bf16" if "bf16" in g.flops else "fp16"
+    print(f"{name:<10}{dt:>6}{g.peak_flops(dt) / 1e12:>9.1f}{g.hbm_bandwidth_Bps / 1e12:>7.2f}"
+          f"{ridge_point(g, dt):>19.0f}")
+ridge_h100 = ridge_point("h100-sxm", "bf16")
+assert round(ridge_h100) == 295
+
+# %%
+glue("ridge_h100", f"{ridge_h100:.0f}")
+
+# %% [markdown]
+# Most sit between 150 and 420: to keep an H100's arithmetic busy, a kernel must do about
+# {glue:text}`ridge_h100` FLOPs for every byte it reads.
+#
+# ## Batch-1 decode wastes 99.7% of the GPU
+#
+# Put the two together. Batch-1 decode runs at about 1 FLOP/byte; the ridge is near 300.
+# The fraction of the arithmetic it can use is $\min(1, I / I^*)$:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+i1 = decode_intensity(llama70, 1, 1)
+u1 = compute_utilization(i1, ridge_h100)
+print(f"batch-1 decode intensity {i1:.3f} FLOP/byte, ridge {ridge_h100:.0f}")
+print(f"compute used: {u1:.2%}; idle: {1 - u1:.1%}")
+assert round(u1 * 100, 1) == 0.3 and round((1 - u1) * 100, 1) == 99.7
+
+# %%
+glue("util_b1", f"{u1:.1%}")
+glue("waste_b1", f"{1 - u1:.1%}")
+
+# %% [markdown]
+# {glue:text}`util_b1` of the arithmetic is used and {glue:text}`waste_b1` sits idle. This is
+# no defect of the GPU: one sequence simply gives it one FLOP per byte to do. The way out,
+# the subject of the batching chapter, is to give each byte of weights more work.
+#
+# ## Measure: this machine's roofline
+#
+# The two ceilings can be measured rather than read off a datasheet: bandwidth from a
+# large memory copy (counting bytes read and written, as the STREAM benchmark does
+# {cite}`mccalpin1995stream`), FLOP/s from a large matrix product. Their ratio is this
+# machine's ridge. The toy decoder's prefill and decode steps, and decode at several batch
+# sizes, then land on the plot at their own intensity and achieved FLOP/s. The figures
+# depend on this machine and its load; this cell's output is not checked.
+
+# %%
+live = measure_profile(quick=True)
+print("measured on:", describe(live))
+print(f"copy bandwidth {live['copy_bandwidth_Bps'] / 1e9:.1f} GB/s, matmul {live['matmul_flops'] / 1e12:.3f} TFLOP/s"
+      f" -> measured ridge {live['ridge_flop_per_byte']:.1f} FLOP/byte")
+for ph in ("prefill", "decode"):
+    r = live[ph]
+    print(f"{ph:<8} intensity {arithmetic_intensity(r['flops'], r['bytes_moved']):7.1f} FLOP/byte, "
+          f"achieved {r['achieved_flops'] / 1e12:.3f} TFLOP/s "
+          f"({r['achieved_flops'] / live['matmul_flops']:.0%} of the measured matmul ceiling)")
+glue("live_ridge", f"{live['ridge_flop_per_byte']:.0f}")
+
+# %%
+profiles = [live] + load_profiles(DATA)
+fig, ax = plots.new_axes("arithmetic intensity (FLOP/byte)", "attainable FLOP/s", "measured rooflines")
+for prof in profiles:
+    label = ("this machine: " if prof is live else "") + profile_label(prof)
+    plots.roofline(ax, prof["matmul_flops"], prof["copy_bandwidth_Bps"], label)
+    color = ax.lines[-2].get_color()
+    pts = [prof["prefill"], prof["decode"]] + prof["batching_sweep"]
+    ax.scatter([arithmetic_intensity(p["flops"], p["bytes_moved"]) for p in pts],
+               [p["flops"] / p["step_s"] for p in pts], color=color, s=14, zorder=3)
+h100 = get_gpu("h100-sxm")
+plots.roofline(ax, h100.peak_flops("bf16"), h100.hbm_bandwidth_Bps, "H100 SXM datasheet (bf16)", color="grey")
+ax.legend(fontsize=8)
+fig.tight_layout()
+for prof in profiles:
+    print(describe(prof))
+
+# %% [markdown]
+# *Figure: rooflines from measured ceilings (lines; the dot at the bend is the ridge), with
+# the toy decoder's measured steps as points: decode at batch 1, 2, 4, ... and the prefill
+# on the right. Notice that decode at batch 1 sits far down the sloped part, at a small
+# fraction of the roof, and that raising the batch walks the points up the slope toward the
+# ridge. The grey line is an H100's datasheet, for scale.*
+#
+# This machine's measured ridge is about {glue:text}`live_ridge` FLOP/byte. A CPU's ridge is
+# lower than a GPU's, but the shape is the same: batch-1 decode is far below it.
+#
+# ## War story: "the GPUs are too slow"
+#
+# A team self-hosted a 70B model on H100s, two per replica (tensor parallel), and served
+# one request at a time. Users saw long answers crawl; the proposal on the table was to
+# double the fleet. The arithmetic says otherwise: at batch 1 each step reads all the
+# weights for one token, so more replicas each crawl at the same pace. The fix turned out
+# to be one line of serving configuration, letting the engine batch concurrent requests.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ctx, tp = 2048, 2
+per_replica_b1 = decode_tokens_per_s(llama70, "h100-sxm", 1, ctx, tp_degree=tp)
+doubled = 2 * per_replica_b1                                          # twice the GPUs, still batch 1
+batched = decode_tokens_per_s(llama70, "h100-sxm", 64, ctx, tp_degree=tp)  # same GPUs, batch 64
+print(f"today, batch 1 on one TP={tp} replica : {per_replica_b1:7.0f} tokens/s")
+print(f"wrong: double the fleet (2 replicas)  : {doubled:7.0f} tokens/s, 2x the GPU bill")
+print(f"right: batch 64 on the same replica   : {batched:7.0f} tokens/s ({batched / per_replica_b1:.0f}x)")
+print(f"each user still sees a token every {predict_tpot_s(llama70, 'h100-sxm', 64, ctx, tp_degree=tp) * 1e3:.0f} ms "
+      f"(batch 1: {predict_tpot_s(llama70, 'h100-sxm', 1, ctx, tp_degree=tp) * 1e3:.0f} ms)")
+assert batched / per_replica_b1 > 40
+
+# %%
+glue("war_gain", f"{batched / per_replica_b1:.0f}")
+glue("war_tpot_b1", f"{predict_tpot_s(llama70, 'h100-sxm', 1, ctx, tp_degree=tp) * 1e3:.0f} ms")
+glue("war_tpot_b64", f"{predict_tpot_s(llama70, 'h100-sxm', 64, ctx, tp_degree=tp) * 1e3:.0f} ms")
+
+# %% [markdown]
+# Doubling the fleet doubles throughput and the bill. Batching multiplies throughput by
+# {glue:text}`war_gain` on the hardware already paid for, and each user's token gap grows only
+# from {glue:text}`war_tpot_b1` to {glue:text}`war_tpot_b64`, because the weight read is
+# shared by the whole batch.
+#
+# ## Beginner mistake: benchmarking batch-1 decode and blaming the hardware
+#
+# "We ran our model on the new GPU and it reached 0.3% of its advertised FLOP/s; the chip
+# is slow." The benchmark measured the workload, not the chip: at batch 1 no GPU can do
+# better. Measure at the batch you will serve:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for batch in (1, 256):
+    i = decode_intensity(llama70, batch, 1)
+    print(f"batch {batch:>3}: {i:6.1f} FLOP/byte -> {compute_utilization(i, ridge_h100):6.1%} of the H100's arithmetic")
+assert compute_utilization(decode_intensity(llama70, 256, 1), ridge_h100) > 0.85
+
+# %% [markdown]
+# The same effect on this machine: the toy decoder's achieved FLOP/s at batch 1 and at the
+# largest batch of the sweep, as a share of the measured matmul ceiling (not checked):
+
+# %%
+first, last = live["batching_sweep"][0], live["batching_sweep"][-1]
+for p in (first, last):
+    print(f"{describe(live).split(',')[0]}: batch {p['batch']:>3}: {p['flops'] / p['step_s'] / 1e9:8.1f} GFLOP/s = "
+          f"{p['flops'] / p['step_s'] / live['matmul_flops']:.1%} of the measured matmul ceiling "
+          f"({live['dtype']}, torch {live['torch']})")
+
+# %% [markdown]
+# ## Summary: the numbers to carry
+#
+# | what | value |
+# |---|---|
+# | arithmetic intensity | FLOPs / bytes moved |
+# | ridge point, H100 SXM bf16 | {glue:text}`ridge_h100` FLOP/byte |
+# | batch-1 decode, fp16 weights | about 1 FLOP/byte |
+# | share of an H100 it can use | {glue:text}`util_b1` ({glue:text}`waste_b1` idle) |
+# | this machine's measured ridge | {glue:text}`live_ridge` FLOP/byte |
+#
+# Below the ridge, time is bytes over bandwidth; above it, FLOPs over peak. Batch-1 decode is
+# far below: the fix is batching, not more GPUs.
+#
+# ## Exercises
+#
+# Each exercise states every constant it needs; the GPU presets of `servelib.hardware`
+# hold the same datasheet numbers. Solutions are behind the toggles.
+#
+# **rl-1.** An A100 80GB does 312 dense bf16 TFLOP/s and reads 2,039 GB/s. What is its
+# ridge point in FLOP/byte?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = ridge_point("a100-80gb", "bf16")
+### END SOLUTION
+check("rl-1", answer)
+
+# %% [markdown]
+# **rl-2.** A T4 has no bf16 tensor cores; it does 65 dense fp16 TFLOP/s and reads 320 GB/s.
+# What is its fp16 ridge point?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = ridge_point("t4", "fp16")
+### END SOLUTION
+check("rl-2", answer)
+
+# %% [markdown]
+# **rl-3.** What is the arithmetic intensity of one decode step of Llama-3-8B (8.03 billion
+# parameters, fp16 weights; KV cache 128 KiB per token in fp16) at batch 1 and a 4,096-token
+# context?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = decode_intensity(get_model("llama-3-8b"), 1, 4096)
+### END SOLUTION
+check("rl-3", answer)
+
+# %% [markdown]
+# **rl-4.** What fraction of an L4's bf16 arithmetic (121 TFLOP/s, 300 GB/s) can that step
+# use? Answer as a fraction.
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = compute_utilization(decode_intensity(get_model("llama-3-8b"), 1, 4096), ridge_point("l4", "bf16"))
+### END SOLUTION
+check("rl-4", answer)
+
+# %% [markdown]
+# **rl-5.** On an H100 SXM (989.5 TFLOP/s bf16, 3.35 TB/s), what FLOP/s can a kernel of
+# intensity 50 FLOP/byte attain at most? Answer in TFLOP/s.
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = attainable_flops(50, h100.peak_flops("bf16"), h100.hbm_bandwidth_Bps) / 1e12
+### END SOLUTION
+check("rl-5", answer)
+
+# %% [markdown]
+# **rl-6.** In the war story (Llama-3-70B, fp16, TP=2 on H100 SXM, 2,048-token contexts),
+# by what factor does batch 64 raise the replica's predicted decode tokens/s over batch 1?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = (decode_tokens_per_s(llama70, "h100-sxm", 64, 2048, tp_degree=2)
+          / decode_tokens_per_s(llama70, "h100-sxm", 1, 2048, tp_degree=2))
+### END SOLUTION
+check("rl-6", answer)
