@@ -47,7 +47,7 @@ class KVPool:
         self.final = admission == "final"
         # Contiguous final reservations never grow; every other mode allocates on demand.
         self.grows = self.paged or not self.final
-        self.count = [0] * self.unit
+        self.peak_alloc = self.peak_used = 0   # over the whole run, kills included
         self.reset()
 
     def reset(self):
@@ -57,9 +57,7 @@ class KVPool:
         self.pending = 0        # units the current step's growth needs
         self.used_tokens = 0    # tokens of KV actually stored
         self.refs = {}          # prefix code -> sequences holding it
-        self.count = [0] * self.unit
-        self.peak_alloc = getattr(self, "peak_alloc", 0)
-        self.peak_used = getattr(self, "peak_used", 0)
+        self.count = [0] * self.unit   # decoding sequences by block-boundary phase
 
     def units(self, tokens):
         return -(-tokens // self.unit)
@@ -103,8 +101,8 @@ class KVPool:
         self._hold_prefix(shared, pfx, p)
         return True
 
-    def try_swap_in(self, own_ctx, shared, pfx, step):
-        """Bring back a swapped sequence of ``own_ctx`` own tokens that decodes at ``step``."""
+    def try_swap_in(self, own_ctx, shared, pfx):
+        """Bring back a swapped sequence of ``own_ctx`` own tokens that decodes in this step."""
         p = self._prefix_need(shared, pfx)
         a = self.units(own_ctx) + p
         extra = 1 if own_ctx % self.unit == 0 else 0

@@ -383,7 +383,7 @@ class _Run:
         own = ctx - self.shared[i]
         swap_in = self.swapped[i]
         if swap_in:
-            if not pool.try_swap_in(own, self.shared[i], self.pfx[i], self.s + 1):
+            if not pool.try_swap_in(own, self.shared[i], self.pfx[i]):
                 return False
             self.swapped[i] = False
             self.swapped_tok += own
@@ -564,7 +564,42 @@ class _Run:
                 for i in self.held:
                     self.retire(i, self.t)
                 self.held.clear()
+            if (self.dt_fn is None and self.n_dec and not self.prefilling
+                    and (self.static or not (self.held or waiting))):
+                self.coast(trace, arr[order[nxt]] if nxt < n else math.inf)
         return self.result(policy, trace)
+
+    def coast(self, trace, next_arrival_s):
+        """Run, in one go, the coming decode steps in which only token counts change.
+
+        With a constant step time, steps with no arrival, completion, prefill or new block
+        differ only in the tokens stored, which grow by ``n_dec`` a step: their trace rows are
+        written directly. The result is exactly that of stepping one by one.
+        """
+        pool, s, n_dec = self.pool, self.s, self.n_dec
+        limit = self.fin[0][0] - 1 - s
+        if pool.grows:
+            u = pool.unit
+            for j in range(1, min(limit, u) + 1):
+                if pool.count[(-(s + j)) % u]:
+                    limit = j - 1
+                    break
+        t, dt, ends = self.t, self.dt_const, []
+        while len(ends) < limit and t < next_arrival_s:
+            t += dt
+            ends.append(t)
+        k = len(ends)
+        if not k:
+            return
+        used0 = pool.used_tokens
+        pool.used_tokens += n_dec * k
+        pool.peak_used = max(pool.peak_used, pool.used_tokens)
+        self.t, self.s = t, s + k
+        tokens = n_dec + (len(self.held) if self.static else 0)
+        for col, v in zip(trace, (ends, [dt] * k, [self.in_flight] * k, [n_dec] * k, [tokens] * k,
+                                  range(used0 + n_dec, pool.used_tokens + 1, n_dec),
+                                  [pool.allocated_tokens] * k, [len(self.waiting)] * k)):
+            col.extend(v)
 
     def result(self, policy, trace):
         names = np.array(STATUS_NAMES)
