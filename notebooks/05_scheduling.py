@@ -199,8 +199,9 @@ fig.tight_layout()
 # %% [markdown]
 # *Figure: median ratio over five seeds against the spread of output lengths (mean fixed at
 # 256 tokens, 40 slots). At zero spread the two schedulers tie (ratio 1); the exponential
-# (spread 1) gives the syllabus's 2.8x and 5x; heavier tails push both ratios towards and
-# past the 8x Anyscale measured.*
+# (spread 1) gives about the syllabus's 2.8x and 5x. With heavier tails the latency ratio
+# climbs past the 8x Anyscale measured, while the wall-clock ratio levels off near 3: one
+# very long request then sets the end of the run for both schedulers.*
 #
 # **Beginner mistake: static batching with variable output lengths.** The wrong cell runs a
 # chat workload with a static scheduler; the right one changes only the policy.
@@ -335,8 +336,9 @@ assert (right.n_rejected, right.n_completed, wrong.n_starved) == (1, 40, 41)
 # the unused tail of the reservation, internal fragmentation, and gaps between slabs.
 # {term}`PagedAttention` {cite}`kwon2023vllm` stores the cache in fixed-size blocks (16
 # tokens by default) taken from a pool as a sequence grows, so a sequence wastes at most
-# one partly filled block. The vLLM paper measured that earlier systems kept actual token
-# states in only 20.4% to 38.2% of their KV memory, and vLLM wasted under 4%.
+# one partly filled block. In the vLLM paper's profiling, existing systems that reserve
+# contiguous space stored actual token states in only 20.4% to 38.2% of their KV memory,
+# while vLLM's waste stayed under 4%.
 #
 # Our workload: 2,000 chat requests arriving at 40 per second, prompts of 64 to 1,023
 # tokens, exponential answers with a mean of 200 tokens, every client asking for up to
