@@ -249,8 +249,10 @@ def simulate(requests, *, policy: str = "continuous", max_batch: int, kv_capacit
     the rest (>= ``max_batch``; continuous only).
 
     ``step_time_s``: seconds per step, a constant or a callable ``f(batch, tokens, kv_tokens)``
-    of the sequences in the step, the tokens it processes and the KV tokens it reads
-    (:func:`servelib.sim.roofline_step_time` builds one from the roofline model).
+    of the sequences in the step, the tokens it processes (one per decoding sequence, plus
+    prefill tokens, plus the padding rows of a static batch's finished members) and the KV
+    tokens stored when it starts (:func:`servelib.sim.roofline_step_time` builds one from
+    the roofline model).
 
     Raises ValueError/TypeError naming the argument for bad input, and ValueError for
     combinations that have no meaning (preemption with final admission, which never runs out
