@@ -11,6 +11,9 @@ import io
 
 import matplotlib.pyplot as plt
 
+from ..hardware import get_gpu
+from ..models import get_model
+
 
 def figure_png(fig) -> bytes:
     """The figure rendered as PNG bytes; the figure is closed so repeated updates do not pile up."""
@@ -35,3 +38,9 @@ def safely(report, **kwargs) -> str:
         return report(**kwargs)
     except (ValueError, KeyError, TypeError) as exc:
         return f"not possible: {exc}"
+
+
+def resolve(model, gpu):
+    """``(ModelSpec, GPUSpec)`` from presets' names or the specs themselves (KeyError if unknown)."""
+    return (get_model(model) if isinstance(model, str) else model,
+            get_gpu(gpu) if isinstance(gpu, str) else gpu)

@@ -17,23 +17,18 @@ and the next cell draws the static figure, captioned like any other::
 from __future__ import annotations
 
 from .. import _check
-from ..hardware import get_gpu, list_gpus
+from ..hardware import list_gpus
 from ..memory import capacity
-from ..models import get_model, list_models
+from ..models import list_models
 from ..plots import new_axes
 from ..units import fmt_bytes
-from ._common import figure_png, report_html, safely
+from ._common import figure_png, report_html, resolve, safely
 
 #: KV-cache element types the explorer offers, with their bytes per element.
 KV_DTYPES = {"fp16/bf16": 2, "fp8": 1}
 GPU_COUNTS = (1, 2, 4, 8, 16)
 TP_DEGREES = (1, 2, 4, 8, 16)
 CONTEXTS = tuple(2**k for k in range(9, 18))   # 512 .. 131,072 tokens
-
-
-def _resolve(model, gpu):
-    return (get_model(model) if isinstance(model, str) else model,
-            get_gpu(gpu) if isinstance(gpu, str) else gpu)
 
 
 def concurrency_report(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, context_len: int = 8192,
@@ -47,7 +42,7 @@ def concurrency_report(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, 
     Raises what :func:`~servelib.memory.capacity` raises (ValueError naming the argument).
     Example: Llama-3-70B on 8 x H100 at 8k, fp16 KV, 10% reserve, TP=8 gives 183 sequences.
     """
-    m, g = _resolve(model, gpu)
+    m, g = resolve(model, gpu)
     c = capacity(m, g, n_gpus=n_gpus, context_len=context_len, tp_degree=tp_degree,
                  bytes_per_elem=kv_bytes_per_elem, reserve_fraction=reserve_fraction)
     lines = [
@@ -74,7 +69,7 @@ def concurrency_figure(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, 
     Degrees at which the weights do not fit show no points. Returns the matplotlib figure
     (log-log axes: tokens against sequences).
     """
-    m, g = _resolve(model, gpu)
+    m, g = resolve(model, gpu)
     n_gpus = _check.positive_int("n_gpus", n_gpus)
     if tp_degrees is None:
         tp_degrees = [t for t in TP_DEGREES if n_gpus % t == 0

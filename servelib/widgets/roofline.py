@@ -21,20 +21,15 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from .. import _check
-from ..hardware import get_gpu, list_gpus, ridge_point
+from ..hardware import list_gpus, ridge_point
 from ..memory import capacity, kv_bytes_per_sequence, weight_bytes
-from ..models import get_model, list_models
+from ..models import list_models
 from ..plots import apply_style
 from ..roofline import decode_bytes_per_step, decode_flops_per_step, decode_tokens_per_s, predict_tpot_s
-from ._common import figure_png, report_html, safely
+from ._common import figure_png, report_html, resolve, safely
 
 BATCHES = tuple(2**k for k in range(0, 11))      # 1 .. 1,024 sequences
 CONTEXTS = tuple(2**k for k in range(9, 18))     # 512 .. 131,072 tokens
-
-
-def _resolve(model, gpu):
-    return (get_model(model) if isinstance(model, str) else model,
-            get_gpu(gpu) if isinstance(gpu, str) else gpu)
 
 
 def decode_point(model, gpu, batch: int, context_len: int, *, dtype: str = "bf16", tp_degree: int = 1) -> dict:
@@ -48,7 +43,7 @@ def decode_point(model, gpu, batch: int, context_len: int, *, dtype: str = "bf16
     Raises ValueError for a bad size, an unknown dtype on this GPU, or a TP degree the KV
     heads cannot be split over.
     """
-    m, g = _resolve(model, gpu)
+    m, g = resolve(model, gpu)
     tp = _check.positive_int("tp_degree", tp_degree)
     flops = decode_flops_per_step(m.n_active_params, batch) / tp
     bytes_moved = decode_bytes_per_step(weight_bytes(m) / tp,
@@ -68,7 +63,7 @@ def roofline_report(model="llama-3-8b", gpu="h100-sxm", *, batch: int = 1, conte
     Example: Llama-3-8B on an H100 in bf16 at batch 1 runs near 1 FLOP/byte against a ridge
     point of 295: a fraction of a percent of the GPU's compute.
     """
-    m, g = _resolve(model, gpu)
+    m, g = resolve(model, gpu)
     p = decode_point(m, g, batch, context_len, dtype=dtype, tp_degree=tp_degree)
     fit = capacity(m, g, n_gpus=tp_degree, context_len=context_len, tp_degree=tp_degree).concurrency
     ridge = ridge_point(g, dtype)
@@ -94,7 +89,7 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
     (tokens/s) and time per output token (ms) against batch size; batches beyond what the
     KV memory holds are drawn hollow. Returns the matplotlib figure.
     """
-    m, g = _resolve(model, gpu)
+    m, g = resolve(model, gpu)
     apply_style()
     peak, bw, ridge = g.peak_flops(dtype), g.hbm_bandwidth_Bps, ridge_point(g, dtype)
     fit = capacity(m, g, n_gpus=tp_degree, context_len=context_len, tp_degree=tp_degree).concurrency
