@@ -3,6 +3,7 @@
 The build itself (``jupyter-book build -W -n``) proves every link and citation resolves, and
 scripts/browser_check.py proves the pages render; these tests pin what a build cannot see.
 """
+import importlib.util
 import pathlib
 import re
 
@@ -174,3 +175,44 @@ def test_calculators_have_a_static_figure_beside_them(py):
             nxt = next((c for c in cells[i + 1:] if c.cell_type == "code"), None)
             assert nxt is not None and FIGURE_CELL.search(nxt.source), \
                 f"{py.name}: no static figure after {cell.source!r}"
+
+
+def load_extension(name):
+    spec = importlib.util.spec_from_file_location(name, BOOK / "_ext" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_execution_cache_key_changes_with_the_package_source(tmp_path):
+    digest = load_extension("execution_cache").source_digest
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "m.py").write_text("X = 1\n")
+    before = digest(tmp_path)
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "m.pyc").write_bytes(b"bytecode")
+    assert digest(tmp_path) == before                      # compiled files do not count
+    (tmp_path / "sub" / "m.py").write_text("X = 2\n")
+    assert digest(tmp_path) != before                      # an edit re-executes every notebook
+    assert len(load_extension("execution_cache").source_digest()) == 16   # the real package hashes
+
+
+def test_repeated_page_scripts_are_dropped_keeping_order():
+    class JS:                                              # the shape of Sphinx's _JavaScript
+        def __init__(self, filename, **attributes):
+            self.filename, self.attributes = filename, attributes
+    a, body1, b, body2 = JS("a.js"), JS("", body="const X = 1"), JS("b.js"), JS(None, body="const X = 1")
+    context = {"script_files": [a, body1, b, body2, JS("a.js")]}
+    load_extension("single_scripts").drop_repeated_scripts(None, "p", "t", context, None)
+    assert context["script_files"] == [a, body1, b]
+
+
+def test_colab_badge_is_served_locally():
+    from docutils import nodes
+    ext = load_extension("offline_assets")
+    doc = nodes.document(None, None)
+    doc += nodes.image(uri=ext.COLAB_BADGE_URL)
+    doc += nodes.image(uri="other.png")
+    ext.local_colab_badge(None, doc, "notebooks/03_kv_cache")
+    assert [i["uri"] for i in doc.findall(nodes.image)] == ["../_static/colab-badge.svg", "other.png"]
+    assert ext.BADGE.is_file()
