@@ -209,7 +209,7 @@ for i, prof in enumerate(profiles):
     ax.plot(xs, predicted, "k_", markersize=18, markeredgewidth=2)
 ax.plot([], [], "k_", markersize=12, markeredgewidth=2, label="roofline prediction")
 ax.set_xticks([0.4 - width / 2, 1.4 - width / 2], ["prefill (per prompt token)", "decode (per output token)"])
-ax.legend(fontsize=8)
+ax.legend(fontsize=8, loc="upper left")
 fig.tight_layout()
 for prof in profiles:
     print(describe(prof))

@@ -65,8 +65,10 @@ def sweep(ax, batches, measured_tokens_per_s, predicted_tokens_per_s=None, label
     ``batches``: batch sizes; ``measured_tokens_per_s`` and ``predicted_tokens_per_s``
     (optional): one value per batch. The x-axis is log2.
     """
+    from matplotlib.ticker import ScalarFormatter
     (pts,) = ax.plot(batches, measured_tokens_per_s, "o-", label=label, color=color)
     if predicted_tokens_per_s is not None:
         ax.plot(batches, predicted_tokens_per_s, "--", color=pts.get_color(),
                 label=f"{label}: roofline prediction")
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())

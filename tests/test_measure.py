@@ -133,3 +133,13 @@ def test_cli_writes_a_profile(tmp_path, monkeypatch, capsys):
     assert main(["--quick", "--out", str(tmp_path / "p.json")]) == 0
     assert json.loads((tmp_path / "p.json").read_text())["quick"] is True
     assert "wrote" in capsys.readouterr().out
+
+
+def test_packed_weights_compute_what_plain_weights_compute(monkeypatch):
+    packed = ToyDecoder(toy_spec(CPU, "tiny"), CPU, "fp32", seed=3)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    plain = ToyDecoder(toy_spec(CPU, "tiny"), CPU, "fp32", seed=3)
+    assert not plain.packed and plain.n_params == packed.n_params
+    toks = packed.tokens(2, 5, seed=2)
+    torch.testing.assert_close(packed.forward(toks, packed.new_cache(2, 5), 0),
+                               plain.forward(toks, plain.new_cache(2, 5), 0), rtol=1e-4, atol=1e-4)

@@ -55,9 +55,10 @@ def toy_spec(device: DeviceInfo | None = None, size: str = "small") -> ModelSpec
 class ToyDecoder:
     """Random-weight decoder of shape ``spec`` on ``device`` in ``dtype`` (default: the device's).
 
-    ``prefill(batch, prompt_len)`` and ``decode(batch, context_len)`` run one forward pass
-    over a KV cache made by ``new_cache``; both are repeatable (they overwrite the same
-    cache slots), so they can be timed by calling them again and again. Weights are seeded.
+    ``forward(tokens, cache, start)`` runs one pass over a KV cache made by ``new_cache``;
+    it is repeatable (it overwrites the same cache slots), so a prefill or a decode step can
+    be timed by calling it again and again. Weights are seeded. ``n_params`` equals
+    ``spec.n_params``; ``packed`` says whether the matrices were pre-packed for oneDNN (CPU).
     Raises ValueError for a spec with ``n_experts > 1`` (the toy is dense).
     """
 
@@ -79,31 +80,37 @@ class ToyDecoder:
             return torch.ones(h, dtype=dt, device=kind)
 
         self.embed = w(spec.vocab_size, h)
-        self.layers = [dict(attn_norm=ones(), wq=w(spec.n_heads * d, h), wk=w(spec.n_kv_heads * d, h),
-                            wv=w(spec.n_kv_heads * d, h), wo=w(h, spec.n_heads * d), mlp_norm=ones(),
-                            w_gate=w(spec.intermediate_size, h), w_up=w(spec.intermediate_size, h),
-                            w_down=w(h, spec.intermediate_size))
+        # Q, K and V are one matrix, and so are the MLP's gate and up projections, as serving
+        # engines store them (vLLM's qkv_proj, gate_up_proj): fewer, larger products.
+        self.layers = [dict(attn_norm=ones(), w_qkv=w((spec.n_heads + 2 * spec.n_kv_heads) * d, h),
+                            wo=w(h, spec.n_heads * d), mlp_norm=ones(),
+                            w_gate_up=w(2 * spec.intermediate_size, h), w_down=w(h, spec.intermediate_size))
                        for _ in range(spec.n_layers)]
         self.final_norm = ones()
         self.lm_head = w(spec.vocab_size, h)
-
-    def parameters(self):
-        """Every weight tensor (embedding, layers, final norm, LM head)."""
-        yield self.embed
+        self.n_params = (self.embed.numel() + self.final_norm.numel() + self.lm_head.numel()
+                         + sum(t.numel() for layer in self.layers for t in layer.values()))
+        self.bytes_per_param = self.embed.element_size()
+        # Matrices are prepared once for the device's matrix kernels (see _prepare).
+        self.packed = False
         for layer in self.layers:
-            yield from layer.values()
-        yield self.final_norm
-        yield self.lm_head
+            for k in ("w_qkv", "wo", "w_gate_up", "w_down"):
+                layer[k] = self._prepare(layer[k])
+        self.lm_head = self._prepare(self.lm_head)
 
-    @property
-    def n_params(self) -> int:
-        """Parameters actually allocated (equals ``spec.n_params``)."""
-        return sum(p.numel() for p in self.parameters())
-
-    @property
-    def bytes_per_param(self) -> int:
-        """Bytes of one weight element in this dtype."""
-        return self.embed.element_size()
+    def _prepare(self, weight: torch.Tensor):
+        # On a CPU with oneDNN, pre-pack each weight matrix once into oneDNN's blocked layout,
+        # as CPU inference stacks do (PyTorch Inductor with freezing, IPEX). Unpacked, every
+        # call re-packs the matrix: a decode step then moves its weights about three times and
+        # runs at a fraction of the memory bandwidth. Elsewhere the plain tensor is used.
+        if self.device.kind == "cpu" and torch.backends.mkldnn.is_available():
+            try:
+                packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
+                self.packed = True
+                return packed
+            except (AttributeError, RuntimeError):
+                pass
+        return weight
 
     @property
     def weights_read_bytes(self) -> float:
@@ -143,6 +150,11 @@ class ToyDecoder:
         g = torch.Generator(device="cpu").manual_seed(seed)
         return torch.randint(0, self.spec.vocab_size, (batch, length), generator=g).to(self.device.kind)
 
+    def _linear(self, x: torch.Tensor, weight) -> torch.Tensor:
+        if self.packed:
+            return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
+        return F.linear(x, weight)
+
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, cache: torch.Tensor, start: int) -> torch.Tensor:
         """Run ``tokens`` ``(batch, n)`` at positions ``start .. start+n-1``; logits of the last one.
@@ -156,16 +168,17 @@ class ToyDecoder:
         x = F.embedding(tokens, self.embed)
         for i, layer in enumerate(self.layers):
             hdn = F.rms_norm(x, (s.hidden_size,), layer["attn_norm"])
-            q = F.linear(hdn, layer["wq"]).view(b, n, s.n_heads, d).transpose(1, 2)
-            cache[i, 0, :, :, start:end] = F.linear(hdn, layer["wk"]).view(b, n, s.n_kv_heads, d).transpose(1, 2)
-            cache[i, 1, :, :, start:end] = F.linear(hdn, layer["wv"]).view(b, n, s.n_kv_heads, d).transpose(1, 2)
+            qkv = self._linear(hdn, layer["w_qkv"]).view(b, n, s.n_heads + 2 * s.n_kv_heads, d).transpose(1, 2)
+            q = qkv[:, :s.n_heads]
+            cache[i, 0, :, :, start:end] = qkv[:, s.n_heads:s.n_heads + s.n_kv_heads]
+            cache[i, 1, :, :, start:end] = qkv[:, s.n_heads + s.n_kv_heads:]
             att = _attention(q, cache[i, 0, :, :, :end], cache[i, 1, :, :, :end], causal=start == 0 and n > 1)
-            x = x + F.linear(att.transpose(1, 2).reshape(b, n, s.n_heads * d), layer["wo"])
+            x = x + self._linear(att.transpose(1, 2).reshape(b, n, s.n_heads * d), layer["wo"])
             hdn = F.rms_norm(x, (s.hidden_size,), layer["mlp_norm"])
-            x = x + F.linear(F.silu(F.linear(hdn, layer["w_gate"])) * F.linear(hdn, layer["w_up"]),
-                             layer["w_down"])
+            gate, up = self._linear(hdn, layer["w_gate_up"]).chunk(2, dim=-1)
+            x = x + self._linear(F.silu(gate) * up, layer["w_down"])
         last = F.rms_norm(x[:, -1], (s.hidden_size,), self.final_norm)
-        return F.linear(last, self.lm_head)
+        return self._linear(last, self.lm_head)
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
