@@ -248,11 +248,10 @@ assert compute_utilization(decode_intensity(llama70, 256, 1), ridge_h100) > 0.85
 # largest batch of the sweep, as a share of the measured matmul ceiling (not checked):
 
 # %%
-first, last = live["batching_sweep"][0], live["batching_sweep"][-1]
-for p in (first, last):
-    print(f"{describe(live).split(',')[0]}: batch {p['batch']:>3}: {p['flops'] / p['step_s'] / 1e9:8.1f} GFLOP/s = "
-          f"{p['flops'] / p['step_s'] / live['matmul_flops']:.1%} of the measured matmul ceiling "
-          f"({live['dtype']}, torch {live['torch']})")
+print("measured on:", describe(live))
+for p in (live["batching_sweep"][0], live["batching_sweep"][-1]):
+    print(f"batch {p['batch']:>3}: {p['flops'] / p['step_s'] / 1e9:8.1f} GFLOP/s = "
+          f"{p['flops'] / p['step_s'] / live['matmul_flops']:.1%} of the measured matmul ceiling")
 
 # %% [markdown]
 # ## Summary: the numbers to carry

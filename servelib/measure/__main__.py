@@ -13,7 +13,10 @@ from .profile import measure_profile, save_profile
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m servelib.measure", description=__doc__.split("\n\n")[1])
+    ap = argparse.ArgumentParser(
+        prog="python -m servelib.measure",
+        description="Measure this machine (copy bandwidth, matmul FLOP/s, prefill and decode of a toy "
+                    "decoder, a batching sweep) and write the hardware profile as JSON.")
     ap.add_argument("--quick", action="store_true", help="smaller sizes: under a minute on a 2-core CPU")
     ap.add_argument("--out", required=True, help="where to write the profile JSON")
     ap.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default=None,
