@@ -104,8 +104,9 @@ def test_appendix_is_an_executed_text_notebook():
     assert meta["file_format"] == "mystnb" and meta["kernelspec"]["name"] == "python3"
 
 
-# Words that carry a unit or say what is counted, for axis labels without a "(unit)".
-UNIT_WORDS = {"tokens", "token", "sequences", "requests", "users", "gpus", "usd", "day", "days", "hour",
+# Words that carry a unit or say what is counted, for axis labels without a "(unit)"
+# ("batch size" counts sequences, as the field says it).
+UNIT_WORDS = {"batch", "tokens", "token", "sequences", "requests", "users", "gpus", "usd", "day", "days", "hour",
               "hours", "percentile", "fraction", "ratio", "s", "ms", "bytes", "gib", "gb", "flop", "flop/s"}
 FIGURE_CELL = re.compile(r"new_axes\(|plt\.subplots|\bfig\w*\s*=\s*\w+_figure\(")
 
