@@ -67,9 +67,13 @@ def main() -> None:
         for k in keys:
             vals = [r[1] if k == "wall s" else r[0][k] for r in runs]
             print(f"   {k:<34} {statistics.median(vals):8.2f}  ({min(vals):.2f}..{max(vals):.2f})")
-        pts = runs[0][2]["batching_sweep"]
+        prof = runs[0][2]
+        print("   first run, measured / predicted ms: "
+              + "  ".join(f"{ph} {prof[ph]['step_s'] * 1e3:.1f}/{prof[ph]['predicted_step_s'] * 1e3:.1f}"
+                          for ph in ("prefill", "decode")))
         print("   first run's sweep (batch: measured / predicted ms): "
-              + "  ".join(f"{s['batch']}: {s['step_s'] * 1e3:.1f}/{s['predicted_step_s'] * 1e3:.1f}" for s in pts))
+              + "  ".join(f"{s['batch']}: {s['step_s'] * 1e3:.1f}/{s['predicted_step_s'] * 1e3:.1f}"
+                          for s in prof["batching_sweep"]))
 
 
 if __name__ == "__main__":
