@@ -59,6 +59,7 @@ from servelib.memory import (capacity, kv_budget_bytes, kv_bytes_per_sequence, k
 from servelib.models import get_model, list_models
 from servelib.roofline import generation_flops
 from servelib.units import GiB, KiB, fmt_bytes
+from servelib.widgets.concurrency import concurrency_explorer, concurrency_figure
 
 plots.apply_style()
 
@@ -105,7 +106,8 @@ assert generation_flops(P, prompt, 1, kv_cache=False) == generation_flops(P, pro
 # $$
 #
 # The 2 is K plus V. $H_{kv}$ is the number of *KV* heads, which in a {term}`GQA` model is
-# smaller than the number of attention heads. $d_{head}$ is read from the model's
+# smaller than the number of attention heads {cite}`ainslie2023gqa`; in an {term}`MQA` model it
+# is one {cite}`shazeer2019mqa`. $d_{head}$ is read from the model's
 # `config.json` when it is there: it is not always `hidden_size / num_attention_heads`.
 # For Llama-3-70B ($L=80$, $H_{kv}=8$, $d_{head}=128$, fp16 so $b=2$):
 
@@ -143,6 +145,7 @@ for name in list_models():
 # ## Weights first: a 70B model does not fit one card
 #
 # Before any cache, the weights must be resident: parameters times bytes per parameter.
+# An H100 SXM has 80 GiB of HBM {cite}`nvidia_h100`.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -216,7 +219,7 @@ for k, m in variants.items():
 # %% [markdown]
 # ## Two budget conventions: 183 or 178?
 #
-# vLLM sizes its cache differently. It caps its own use at `gpu_memory_utilization`
+# vLLM {cite}`kwon2023vllm` sizes its cache differently. It caps its own use at `gpu_memory_utilization`
 # (0.9 by default) of the *whole* card, then subtracts the weights and the activation peak
 # it profiled:
 #
@@ -299,6 +302,24 @@ fig.tight_layout()
 # *Figure: concurrent sequences that fit (pooled-memory convention) against context length.
 # At 8k (dashed) the three lines give 22, 183 and 1,467. Notice the slope: halving the
 # context doubles concurrency; cutting KV heads 8x multiplies it by 8.*
+#
+# ## Calculator: your model on your node
+#
+# Choose a model, a GPU, how many of them, the context, the KV dtype, the reserve and the
+# TP degree; the report and the figure are `servelib.memory.capacity` for that choice.
+# (The calculator runs in Jupyter or Colab; the book shows its figure below.)
+
+# %% tags=["remove-output"]
+concurrency_explorer()
+
+# %%
+fig = concurrency_figure("llama-3-70b", "h100-sxm", n_gpus=8, context_len=8192)
+
+# %% [markdown]
+# *Figure: concurrent 8k sequences of Llama-3-70B on 8 H100s (per-device arithmetic), one
+# line per TP degree. Notice that TP=1 has no points (the weights do not fit one card) and
+# that TP=8 holds the most sequences on the node: splitting the weights frees memory on every
+# card for KV, which is why the node-wide figure, not only the fit, matters when choosing TP.*
 #
 # ## Beginner mistakes, wrong and right
 #
