@@ -59,16 +59,20 @@ def roofline(ax, peak_flops: float, bandwidth_Bps: float, label: str, *, color=N
 
 
 def sweep(ax, batches, measured_tokens_per_s, predicted_tokens_per_s=None, label: str = "measured",
-          *, color=None):
+          *, serial_tokens_per_s=None, color=None):
     """Plot decode throughput against batch size: measured points, prediction as a dashed line.
 
-    ``batches``: batch sizes; ``measured_tokens_per_s`` and ``predicted_tokens_per_s``
-    (optional): one value per batch. The x-axis is log2.
+    ``batches``: batch sizes; ``measured_tokens_per_s``, ``predicted_tokens_per_s``
+    (optional, the roofline) and ``serial_tokens_per_s`` (optional, compute and memory
+    time added, drawn dotted): one value per batch. The x-axis is log2.
     """
     from matplotlib.ticker import ScalarFormatter
     (pts,) = ax.plot(batches, measured_tokens_per_s, "o-", label=label, color=color)
     if predicted_tokens_per_s is not None:
         ax.plot(batches, predicted_tokens_per_s, "--", color=pts.get_color(),
                 label=f"{label}: roofline prediction")
+    if serial_tokens_per_s is not None:
+        ax.plot(batches, serial_tokens_per_s, ":", color=pts.get_color(),
+                label=f"{label}: no-overlap prediction")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(ScalarFormatter())

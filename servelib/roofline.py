@@ -59,6 +59,18 @@ def step_time_s(flops: float, bytes_moved: float, peak_flops: float, bandwidth_B
                _check.non_negative("bytes_moved", bytes_moved) / _check.positive("bandwidth_Bps", bandwidth_Bps))
 
 
+def serial_step_time_s(flops: float, bytes_moved: float, peak_flops: float, bandwidth_Bps: float) -> float:
+    """Time of a step whose arithmetic and memory traffic do not overlap at all, in seconds.
+
+    ``flops / peak_flops + bytes_moved / bandwidth_Bps``. :func:`step_time_s` (the larger of
+    the two) assumes perfect overlap and is a lower bound; this sum is the upper bound built
+    from the same two ceilings. They differ by at most 2x, at the ridge point, where compute
+    and memory time are equal; far from the ridge one term dominates and they agree.
+    """
+    return (_check.non_negative("flops", flops) / _check.positive("peak_flops", peak_flops)
+            + _check.non_negative("bytes_moved", bytes_moved) / _check.positive("bandwidth_Bps", bandwidth_Bps))
+
+
 def _device_share(model, gpu, tp_degree, bytes_per_param):
     from .hardware import get_gpu
     from .memory import weight_bytes

@@ -65,10 +65,11 @@ def test_prefill_and_decode_figures(toy):
     d = time_decode(toy, 8, 2, CEIL, min_run_time=0.01)
     for r in (p, d):
         for f in (r.step_s, r.s_per_token, r.flops, r.bytes_moved, r.achieved_flops, r.achieved_Bps,
-                  r.predicted_step_s):
+                  r.predicted_step_s, r.predicted_serial_s):
             assert finite_positive(f)
         assert r.achieved_flops == pytest.approx(r.flops / r.step_s)
     assert p.s_per_token == pytest.approx(p.step_s / 8)
+    assert d.predicted_step_s < d.predicted_serial_s <= 2 * d.predicted_step_s
     assert d.bytes_moved == toy.weights_read_bytes + 2 * toy.kv_bytes_per_sequence(9)
     assert time_prefill(toy, 8, 1, min_run_time=0.01).predicted_step_s is None
 

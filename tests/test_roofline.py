@@ -11,7 +11,7 @@ from servelib.models import get_model
 from servelib.roofline import (arithmetic_intensity, attainable_flops, compute_utilization, critical_batch,
                                decode_attention_flops_per_step, decode_bytes_per_step, decode_flops_per_step,
                                decode_intensity, decode_intensity_limit, predict_tpot_s, prefill_attention_flops,
-                               prefill_flops, step_time_s)
+                               prefill_flops, serial_step_time_s, step_time_s)
 from servelib.units import GiB
 
 LLAMA70 = get_model("llama-3-70b")
@@ -92,3 +92,14 @@ def test_batch1_70b_decode_is_memory_bound_on_h100():
     assert t == pytest.approx((w_half + kv_bytes_per_sequence(LLAMA70, 1024, tp_degree=2)) / gpu.hbm_bandwidth_Bps)
     assert 0.020 < t < 0.022
     assert not math.isnan(t)
+
+
+def test_serial_step_time_is_the_no_overlap_bound():
+    assert serial_step_time_s(1e12, 1e9, 1e12, 1e9) == 2.0          # at the ridge: twice the roofline
+    assert serial_step_time_s(1e12, 1e6, 1e12, 1e9) == pytest.approx(1.001)
+
+
+@given(st.floats(0, 1e15), st.floats(0, 1e12), st.floats(1e9, 1e15), st.floats(1e9, 1e13))
+def test_roofline_and_serial_bounds_lie_within_2x(flops, bytes_moved, peak, bw):
+    lo, hi = step_time_s(flops, bytes_moved, peak, bw), serial_step_time_s(flops, bytes_moved, peak, bw)
+    assert lo <= hi <= 2 * lo * (1 + 1e-12)

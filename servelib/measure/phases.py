@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .. import _check
-from ..roofline import step_time_s
+from ..roofline import serial_step_time_s, step_time_s
 from .ceilings import Ceilings
 from .timer import time_call
 from .toy import ToyDecoder
@@ -22,7 +22,9 @@ class PhaseTiming:
     ``flops`` and ``bytes_moved``: the pass's work (weights read once, KV read or written);
     ``achieved_flops`` and ``achieved_Bps`` are those divided by ``step_s``.
     ``predicted_step_s``: :func:`servelib.roofline.step_time_s` with the measured ceilings
-    (None when no ceilings were given).
+    (None when no ceilings were given), the roofline's lower bound; ``predicted_serial_s``:
+    :func:`servelib.roofline.serial_step_time_s`, the bound if compute and memory traffic
+    did not overlap at all.
     """
 
     phase: str
@@ -36,6 +38,7 @@ class PhaseTiming:
     achieved_flops: float
     achieved_Bps: float
     predicted_step_s: float | None
+    predicted_serial_s: float | None
 
     def as_dict(self) -> dict:
         """A plain dict, for JSON."""
@@ -45,10 +48,10 @@ class PhaseTiming:
 def _timed(model: ToyDecoder, phase, batch, new_tokens, context_len, flops, bytes_moved, fn,
            ceilings, min_run_time) -> PhaseTiming:
     t = time_call(fn, model.device, min_run_time=min_run_time).median_s
-    pred = (step_time_s(flops, bytes_moved, ceilings.matmul_flops, ceilings.copy_bandwidth_Bps)
-            if ceilings else None)
+    ceil = (flops, bytes_moved, ceilings.matmul_flops, ceilings.copy_bandwidth_Bps) if ceilings else None
     return PhaseTiming(phase, batch, new_tokens, context_len, t, t / (batch * new_tokens), flops,
-                       bytes_moved, flops / t, bytes_moved / t, pred)
+                       bytes_moved, flops / t, bytes_moved / t, step_time_s(*ceil) if ceil else None,
+                       serial_step_time_s(*ceil) if ceil else None)
 
 
 def time_prefill(model: ToyDecoder, prompt_len: int, batch: int = 1, ceilings: Ceilings | None = None,
@@ -93,12 +96,13 @@ def is_out_of_memory(err: BaseException) -> bool:
 @dataclass(frozen=True)
 class SweepPoint:
     """One batch size of the sweep: decode ``step_s``, ``tokens_per_s`` = batch / step_s, the
-    roofline prediction, and the step's ``flops`` and ``bytes_moved`` (for its intensity)."""
+    two predictions (see :class:`PhaseTiming`), and the step's ``flops`` and ``bytes_moved``."""
 
     batch: int
     step_s: float
     tokens_per_s: float
     predicted_step_s: float | None
+    predicted_serial_s: float | None
     flops: float
     bytes_moved: float
 
@@ -142,7 +146,8 @@ def batching_sweep(model: ToyDecoder, batches, context_len: int, ceilings: Ceili
             if progress:
                 progress(f"batch {b}: out of memory, sweep stopped")
             return Sweep(context_len, tuple(points), b, str(err).splitlines()[0] if str(err) else type(err).__name__)
-        points.append(SweepPoint(b, t.step_s, b / t.step_s, t.predicted_step_s, t.flops, t.bytes_moved))
+        points.append(SweepPoint(b, t.step_s, b / t.step_s, t.predicted_step_s, t.predicted_serial_s, t.flops,
+                                  t.bytes_moved))
         if progress:
             pred = f", predicted {t.predicted_step_s * 1e3:.2f} ms" if t.predicted_step_s else ""
             progress(f"batch {b}: {t.step_s * 1e3:.2f} ms/step{pred}, {b / t.step_s:,.0f} tokens/s")

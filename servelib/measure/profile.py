@@ -26,8 +26,8 @@ REQUIRED = ("device", "torch", "dtype", "date", "copy_bandwidth_Bps", "matmul_fl
 
 #: Sizes per (device class, quick): prompt length, decode context and the sweep's batches.
 _PLAN = {
-    ("cpu", True): dict(size="small", prompt_len=128, context_len=128, batches=(1, 2, 4, 8, 16, 32, 64)),
-    ("cpu", False): dict(size="full", prompt_len=256, context_len=256, batches=(1, 2, 4, 8, 16, 32, 64, 128)),
+    ("cpu", True): dict(size="small", prompt_len=256, context_len=128, batches=(1, 2, 4, 8, 16, 32, 64)),
+    ("cpu", False): dict(size="full", prompt_len=512, context_len=256, batches=(1, 2, 4, 8, 16, 32, 64, 128)),
     ("gpu", True): dict(size="small", prompt_len=1024, context_len=512,
                         batches=(1, 2, 4, 8, 16, 32, 64, 128, 256)),
     ("gpu", False): dict(size="full", prompt_len=2048, context_len=1024,
