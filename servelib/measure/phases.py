@@ -87,7 +87,8 @@ def time_decode(model: ToyDecoder, context_len: int, batch: int = 1, ceilings: C
 
 def is_out_of_memory(err: BaseException) -> bool:
     """True for an allocation failure: ``torch.OutOfMemoryError`` (CUDA, MPS) or the CPU allocator's."""
-    if isinstance(err, torch.OutOfMemoryError):
+    # torch.OutOfMemoryError is the name since torch 2.5; older releases have the CUDA one only.
+    if isinstance(err, getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)):
         return True
     msg = str(err).lower()
     return isinstance(err, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)

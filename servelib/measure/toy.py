@@ -167,17 +167,17 @@ class ToyDecoder:
         end = start + n
         x = F.embedding(tokens, self.embed)
         for i, layer in enumerate(self.layers):
-            hdn = F.rms_norm(x, (s.hidden_size,), layer["attn_norm"])
+            hdn = _rms_norm(x, layer["attn_norm"])
             qkv = self._linear(hdn, layer["w_qkv"]).view(b, n, s.n_heads + 2 * s.n_kv_heads, d).transpose(1, 2)
             q = qkv[:, :s.n_heads]
             cache[i, 0, :, :, start:end] = qkv[:, s.n_heads:s.n_heads + s.n_kv_heads]
             cache[i, 1, :, :, start:end] = qkv[:, s.n_heads + s.n_kv_heads:]
             att = _attention(q, cache[i, 0, :, :, :end], cache[i, 1, :, :, :end], causal=start == 0 and n > 1)
             x = x + self._linear(att.transpose(1, 2).reshape(b, n, s.n_heads * d), layer["wo"])
-            hdn = F.rms_norm(x, (s.hidden_size,), layer["mlp_norm"])
+            hdn = _rms_norm(x, layer["mlp_norm"])
             gate, up = self._linear(hdn, layer["w_gate_up"]).chunk(2, dim=-1)
             x = x + self._linear(F.silu(gate) * up, layer["w_down"])
-        last = F.rms_norm(x[:, -1], (s.hidden_size,), self.final_norm)
+        last = _rms_norm(x[:, -1], self.final_norm)
         return self._linear(last, self.lm_head)
 
 
@@ -189,11 +189,20 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) 
     blocks and is several times slower than that for a single query. Prefill uses the fused
     kernel.
     """
-    if q.shape[2] > 1:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     b, h, _, d = q.shape
     hkv = k.shape[1]
+    if q.shape[2] > 1:
+        # Each KV head repeated for its query group (a copy of the prompt's K and V, small
+        # next to the weights), so that this runs on every torch since 2.1.
+        k, v = (t.repeat_interleave(h // hkv, dim=1) for t in (k, v))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     qg = q.reshape(b, hkv, h // hkv, d)                       # group query heads by KV head
     scores = torch.matmul(qg, k.transpose(-1, -2)) / math.sqrt(d)
     out = torch.matmul(torch.softmax(scores.float(), dim=-1).to(v.dtype), v)
     return out.reshape(b, h, 1, d)
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """RMSNorm over the last dimension, computed in fp32 (``F.rms_norm`` needs torch 2.4)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
