@@ -66,7 +66,7 @@ def sweep(ax, batches, measured_tokens_per_s, predicted_tokens_per_s=None, label
     (optional, the roofline) and ``serial_tokens_per_s`` (optional, compute and memory
     time added, drawn dotted): one value per batch. The x-axis is log2.
     """
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import FuncFormatter
     (pts,) = ax.plot(batches, measured_tokens_per_s, "o-", label=label, color=color)
     if predicted_tokens_per_s is not None:
         ax.plot(batches, predicted_tokens_per_s, "--", color=pts.get_color(),
@@ -75,4 +75,4 @@ def sweep(ax, batches, measured_tokens_per_s, predicted_tokens_per_s=None, label
         ax.plot(batches, serial_tokens_per_s, ":", color=pts.get_color(),
                 label=f"{label}: no-overlap prediction")
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

@@ -146,10 +146,10 @@ def load_profiles(directory) -> list[dict]:
 
 
 def profile_label(profile: dict) -> str:
-    """A short legend label: device name, dtype and date."""
+    """A short legend label: device name, dtype, the toy model's size and the date."""
     dev = profile["device"]
     name = dev.get("name", "?") if isinstance(dev, dict) else str(dev)
-    return f"{name} ({profile['dtype']}, {profile['date'][:10]})"
+    return f"{name} ({profile['dtype']}, {profile['model']['n_params'] / 1e6:.0f}M toy, {profile['date'][:10]})"
 
 
 def describe(profile: dict) -> str:
