@@ -152,7 +152,7 @@ assert all(r > 100 for r in ratios.values())
 # %%
 glue("h100_ratio", f"{ratios['h100-sxm']:.0f}")
 glue("h100_ttft_8b", f"{predict_ttft_s(llama8, 'h100-sxm', 4096) * 1e3:.0f} ms")
-glue("h100_tpot_8b", f"{predict_tpot_s(llama8, 'h100-sxm', 1, 4096) * 1e3:.1f} ms")
+glue("h100_tpot_8b", f"{predict_tpot_s(llama8, 'h100-sxm', 1, 4096) * 1e3:.1f} ms");
 
 # %% [markdown]
 # On an H100 the whole 4k prompt takes about {glue:text}`h100_ttft_8b`, and each answer token
@@ -184,7 +184,7 @@ print(f"{'prefill':<9}{pre['s_per_token'] * 1e3:>10.3f}{pre['predicted_step_s'] 
 print(f"{'decode':<9}{dec['s_per_token'] * 1e3:>10.3f}{dec['predicted_step_s'] * 1e3:>11.3f}"
       f"{dec['achieved_Bps'] / 1e9:>18.1f} GB/s")
 print(f"decode is {dec['s_per_token'] / pre['s_per_token']:.0f}x slower per token than prefill here")
-glue("live_ratio", f"{dec['s_per_token'] / pre['s_per_token']:.0f}")
+glue("live_ratio", f"{dec['s_per_token'] / pre['s_per_token']:.0f}");
 
 # %% [markdown]
 # On this machine a decode token costs {glue:text}`live_ratio` times a prefill token. The

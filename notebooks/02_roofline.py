@@ -122,7 +122,7 @@ ridge_h100 = ridge_point("h100-sxm", "bf16")
 assert round(ridge_h100) == 295
 
 # %%
-glue("ridge_h100", f"{ridge_h100:.0f}")
+glue("ridge_h100", f"{ridge_h100:.0f}");
 
 # %% [markdown]
 # Most sit between 150 and 420: to keep an H100's arithmetic busy, a kernel must do about
@@ -143,7 +143,7 @@ assert round(u1 * 100, 1) == 0.3 and round((1 - u1) * 100, 1) == 99.7
 
 # %%
 glue("util_b1", f"{u1:.1%}")
-glue("waste_b1", f"{1 - u1:.1%}")
+glue("waste_b1", f"{1 - u1:.1%}");
 
 # %% [markdown]
 # {glue:text}`util_b1` of the arithmetic is used and {glue:text}`waste_b1` sits idle. This is
@@ -169,7 +169,7 @@ for ph in ("prefill", "decode"):
     print(f"{ph:<8} intensity {arithmetic_intensity(r['flops'], r['bytes_moved']):7.1f} FLOP/byte, "
           f"achieved {r['achieved_flops'] / 1e12:.3f} TFLOP/s "
           f"({r['achieved_flops'] / live['matmul_flops']:.0%} of the measured matmul ceiling)")
-glue("live_ridge", f"{live['ridge_flop_per_byte']:.0f}")
+glue("live_ridge", f"{live['ridge_flop_per_byte']:.0f}");
 
 # %%
 profiles = [live] + load_profiles(DATA)
@@ -222,7 +222,7 @@ assert batched / per_replica_b1 > 40
 # %%
 glue("war_gain", f"{batched / per_replica_b1:.0f}")
 glue("war_tpot_b1", f"{predict_tpot_s(llama70, 'h100-sxm', 1, ctx, tp_degree=tp) * 1e3:.0f} ms")
-glue("war_tpot_b64", f"{predict_tpot_s(llama70, 'h100-sxm', 64, ctx, tp_degree=tp) * 1e3:.0f} ms")
+glue("war_tpot_b64", f"{predict_tpot_s(llama70, 'h100-sxm', 64, ctx, tp_degree=tp) * 1e3:.0f} ms");
 
 # %% [markdown]
 # Doubling the fleet doubles throughput and the bill. Batching multiplies throughput by

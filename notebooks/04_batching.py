@@ -129,7 +129,7 @@ assert critical_batch(llama70, ridge, 1024) is not None and critical_batch(llama
 
 # %%
 glue("limit70_8k", f"{decode_intensity_limit(llama70, 8192):.0f}")
-glue("bstar70_1k", critical_batch(llama70, ridge, 1024))
+glue("bstar70_1k", critical_batch(llama70, ridge, 1024));
 
 # %% [markdown]
 # For Llama-3-70B at 1k context decode turns compute-bound at a batch of about
@@ -198,7 +198,7 @@ if live["sweep_stopped_at"]:
     print(f"stopped at batch {live['sweep_stopped_at']}: {live['sweep_stop_reason']}")
 sw = live["batching_sweep"]
 glue("live_gain", f"{sw[-1]['tokens_per_s'] / sw[0]['tokens_per_s']:.0f}")
-glue("live_batch_max", sw[-1]["batch"])
+glue("live_batch_max", sw[-1]["batch"]);
 
 # %%
 profiles = [live] + load_profiles(DATA)
