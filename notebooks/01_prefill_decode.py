@@ -114,9 +114,13 @@ for n in (512, 2048, 8192, 32768):
 assert prefill_flops(P, 2048) == 2 * P * 2048
 assert prefill_attention_flops(llama70, 512) / prefill_flops(P, 512) < 0.01
 
+# %%
+for n in (8192, 32768):
+    glue(f"attn_share_{n // 1024}k", f"{prefill_attention_flops(llama70, n) / prefill_flops(P, n):.0%}")
+
 # %% [markdown]
-# Under 1% at 512 tokens, about 8% at 8k, 30% at 32k: the book uses $2PN$ and adds
-# attention where prompts are long.
+# Under 1% at 512 tokens, {glue:text}`attn_share_8k` at 8k, {glue:text}`attn_share_32k` at
+# 32k: the book uses $2PN$ and adds attention where prompts are long.
 #
 # A decode step does the same $2P$ FLOPs per token. What differs is how many tokens share
 # each read of the weights. The prefill streams the weights from memory once and applies

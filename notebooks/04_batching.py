@@ -100,8 +100,8 @@ assert decode_bytes_per_step(W70, kv, 128) == W70 + 128 * kv
 
 # %% [markdown]
 # At 1k tokens of context the KV read stays small next to the weights and intensity tracks
-# the batch. At 8k, 128 sequences read more KV (344 GB) than weights (141 GB), and intensity
-# falls far behind the batch.
+# the batch. At 8k, 128 sequences read more than twice as many bytes of KV as of weights,
+# and intensity falls far behind the batch.
 #
 # ## Where decode turns compute-bound
 #
@@ -315,8 +315,8 @@ assert chosen == 4
 # ## Beginner mistake: maximizing the TP degree
 #
 # "The node has eight GPUs, so shard the model eight ways." The unit of capacity is a
-# replica, and a TP=8 replica is eight GPUs. Llama-3-8B fits one H100 with room for 58
-# conversations of 8k tokens. A service that must deliver 1,000 tokens/s of it needs:
+# replica, and a TP=8 replica is eight GPUs. Llama-3-8B fits one H100 with room for dozens
+# of 8k-token conversations. A service that must deliver 1,000 tokens/s of it needs:
 
 # %%
 # NBVAL_CHECK_OUTPUT
