@@ -11,6 +11,7 @@ a pair has drifted.
 """
 from __future__ import annotations
 
+import hashlib
 import pathlib
 import sys
 import time
@@ -26,9 +27,17 @@ def sync(py: pathlib.Path) -> pathlib.Path:
     nb = jupytext.read(py)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     t0 = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3",
+    NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=False,
                    resources={"metadata": {"path": str(py.parent)}}).execute()
+    nb.metadata.pop("widgets", None)   # live widget state: random ids, rebuilt on every run
+    seen = set()
     for cell in nb.cells:
+        # Ids from the content, not random, so regenerating an unchanged notebook changes nothing.
+        digest = hashlib.sha1(cell.source.encode()).hexdigest()[:8]
+        while digest in seen:
+            digest = hashlib.sha1(digest.encode()).hexdigest()[:8]
+        seen.add(digest)
+        cell.id = digest
         if cell.cell_type == "code" and CHECK not in cell.source:
             cell.outputs = []
             cell.execution_count = None
