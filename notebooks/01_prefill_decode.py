@@ -153,7 +153,7 @@ for g in ("l4", "a100-80gb", "h100-sxm"):
 assert round(predict_tpot_s(llama8, "h100-sxm", 1, 4096) * 1e3, 2) == 4.95
 assert all(r > 100 for r in ratios.values())
 
-# %%
+# %% tags=["remove-cell"]
 glue("h100_ratio", f"{ratios['h100-sxm']:.0f}")
 glue("h100_ttft_8b", f"{predict_ttft_s(llama8, 'h100-sxm', 4096) * 1e3:.0f} ms")
 glue("h100_tpot_8b", f"{predict_tpot_s(llama8, 'h100-sxm', 1, 4096) * 1e3:.1f} ms");

@@ -121,7 +121,7 @@ for name in list_gpus():
 ridge_h100 = ridge_point("h100-sxm", "bf16")
 assert round(ridge_h100) == 295
 
-# %%
+# %% tags=["remove-cell"]
 glue("ridge_h100", f"{ridge_h100:.0f}");
 
 # %% [markdown]
@@ -141,7 +141,7 @@ print(f"batch-1 decode intensity {i1:.3f} FLOP/byte, ridge {ridge_h100:.0f}")
 print(f"compute used: {u1:.2%}; idle: {1 - u1:.1%}")
 assert round(u1 * 100, 1) == 0.3 and round((1 - u1) * 100, 1) == 99.7
 
-# %%
+# %% tags=["remove-cell"]
 glue("util_b1", f"{u1:.1%}")
 glue("waste_b1", f"{1 - u1:.1%}");
 
@@ -219,7 +219,7 @@ print(f"each user still sees a token every {predict_tpot_s(llama70, 'h100-sxm', 
       f"(batch 1: {predict_tpot_s(llama70, 'h100-sxm', 1, ctx, tp_degree=tp) * 1e3:.0f} ms)")
 assert batched / per_replica_b1 > 40
 
-# %%
+# %% tags=["remove-cell"]
 glue("war_gain", f"{batched / per_replica_b1:.0f}")
 glue("war_tpot_b1", f"{predict_tpot_s(llama70, 'h100-sxm', 1, ctx, tp_degree=tp) * 1e3:.0f} ms")
 glue("war_tpot_b64", f"{predict_tpot_s(llama70, 'h100-sxm', 64, ctx, tp_degree=tp) * 1e3:.0f} ms");

@@ -121,7 +121,7 @@ print(f"KV per token: {kv_tok:,.0f} B = {fmt_bytes(kv_tok)}")
 print(f"KV per 8k-token sequence: {fmt_bytes(kv_seq)}")
 assert kv_tok == 320 * KiB and kv_seq == 2.5 * GiB
 
-# %%
+# %% tags=["remove-cell"]
 glue("kv_per_token", fmt_bytes(kv_tok))
 glue("kv_per_seq_8k", fmt_bytes(kv_seq))
 
@@ -155,7 +155,7 @@ print(f"70B parameters in fp16: {fmt_bytes(w70)}; one H100 holds {fmt_bytes(h100
 print(f"fits one card: {w70 <= h100.memory_bytes}")
 assert round(w70 / GiB, 1) == 130.4 and w70 > h100.memory_bytes
 
-# %%
+# %% tags=["remove-cell"]
 glue("w70_gib", f"{w70 / GiB:.0f} GiB")
 
 # %% [markdown]
@@ -190,7 +190,7 @@ for k, c in conc.items():
     print(f"{k:<18} {c:>5} concurrent 8k sequences")
 assert list(conc.values()) == [183, 22, 1467]
 
-# %%
+# %% tags=["remove-cell"]
 glue("conc_gqa", conc["GQA (8 KV heads)"])
 glue("conc_mha", conc["MHA (64 KV heads)"])
 glue("conc_mqa", conc["MQA (1 KV head)"])

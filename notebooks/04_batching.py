@@ -127,7 +127,7 @@ for m in (llama8, llama70):
         print(f"{m.name:<12}{ctx:>9}{decode_intensity_limit(m, ctx):>13.0f}{b if b else 'never':>26}")
 assert critical_batch(llama70, ridge, 1024) is not None and critical_batch(llama70, ridge, 8192) is None
 
-# %%
+# %% tags=["remove-cell"]
 glue("limit70_8k", f"{decode_intensity_limit(llama70, 8192):.0f}")
 glue("bstar70_1k", critical_batch(llama70, ridge, 1024));
 

@@ -124,7 +124,7 @@ for name, r in (("static", static), ("continuous", cont)):
 print(f"continuous is {wall_ratio:.1f}x shorter in wall-clock and {lat_ratio:.1f}x lower in mean latency")
 assert (round(wall_ratio, 1), round(lat_ratio, 1)) == (2.8, 5.0)
 
-# %%
+# %% tags=["remove-cell"]
 glue("wall_ratio", f"{wall_ratio:.1f}x")
 glue("lat_ratio", f"{lat_ratio:.1f}x")
 
@@ -268,7 +268,7 @@ print(f"final admission:  {safe.n_oom_killed} killed, {safe.n_completed} of 60 c
       f"mean latency {safe.mean_latency_s:.1f} s")
 assert (oom.n_oom_killed, oom.n_oom_killed_90pct_done, safe.n_completed) == (23, 20, 60)
 
-# %%
+# %% tags=["remove-cell"]
 glue("oom_killed", f"{oom.n_oom_killed}")
 glue("oom_90", f"{oom.n_oom_killed_90pct_done}")
 glue("oom_lost", f"{oom.oom_tokens_lost:,}")
@@ -373,7 +373,7 @@ over = paged_runs["paged, over-commit + recompute"]
 assert 0.204 <= 1 - contig.kv_waste_fraction <= 0.382 and paged.kv_waste_fraction < 0.04
 assert all(r.n_completed == n_chat for r in paged_runs.values())
 
-# %%
+# %% tags=["remove-cell"]
 glue("contig_used", f"{1 - contig.kv_waste_fraction:.0%}")
 glue("paged_waste", f"{paged.kv_waste_fraction:.1%}")
 glue("overcommit_speedup", f"{over.throughput_tokens_per_s / contig.throughput_tokens_per_s:.1f}x")

@@ -93,7 +93,7 @@ for f in (0.0, 0.1, 0.25, 0.5):
 b10, b50 = blended_price(C_IN, C_OUT, 0.1) * 1000, blended_price(C_IN, C_OUT, 0.5) * 1000
 assert (round(b10, 2), round(b50, 2)) == (3.25, 6.25)
 
-# %%
+# %% tags=["remove-cell"]
 glue("ec_blend10", f"${b10:.2f}")
 glue("ec_blend50", f"${b50:.2f}")
 
@@ -138,7 +138,7 @@ for f in (sc.MIX_BEFORE, sc.MIX_AFTER):
 assert (round(u[0.5] * 100), round(u[0.1] * 100)) == (40, 77)
 assert abs(u[0.1] / u[0.5] - 6.25 / 3.25) < 1e-12
 
-# %%
+# %% tags=["remove-cell"]
 glue("ec_be50", f"{u[0.5]:.0%}")
 glue("ec_be10", f"{u[0.1]:.0%}")
 
@@ -326,7 +326,7 @@ print(f"a year's overspend: ${over_payg:,.0f} vs PAYG, ${over_p50:,.0f} vs a p50
 assert round(util, 2) == 0.22 and round(sized.break_even_utilization(sc.MIX_TRACE), 2) == 0.57
 assert round(over_payg, -3) == 216_000
 
-# %%
+# %% tags=["remove-cell"]
 glue("ec_overspend", f"${over_payg:,.0f}")
 
 # %% [markdown]
@@ -403,7 +403,7 @@ ratio = t.unit_cost_usd_per_1k / t.gpu_only_usd_per_1k
 print(f"true / business case = {ratio:.2f}x")
 assert t.gpu_only_usd_per_1k < sh.payg_usd_per_1k < t.unit_cost_usd_per_1k and round(ratio) == 3
 
-# %%
+# %% tags=["remove-cell"]
 glue("ec_three_x", f"{ratio:.1f}x")
 glue("ec_idle", f"{1 - t.utilization:.0%}")
 
@@ -425,7 +425,7 @@ for e, v in cross.items():
     print(f"{e:>5g} engineers on inference: self-hosting wins above {v / 1e9:5.2f} B tokens/month")
 assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9
 
-# %%
+# %% tags=["remove-cell"]
 glue("ec_cross", f"{cross[sc.ENGINEERS_PLANNED] / 1e9:.1f} B")
 glue("ec_cross2", f"{cross[sc.ENGINEERS_ACTUAL] / 1e9:.1f} B")
 
@@ -464,7 +464,7 @@ for b in (1, 64):
 one, batched = (sh.tco(restricted, n_engineers=sc.ENGINEERS_ACTUAL, batch=b) for b in (1, 64))
 assert one.n_gpus > 10 * batched.n_gpus
 
-# %%
+# %% tags=["remove-cell"]
 glue("ec_batch_gpus", f"{one.n_gpus / batched.n_gpus:.0f}x")
 glue("ec_batch_cost", f"{one.total_usd / batched.total_usd:.1f}x")
 

@@ -120,7 +120,7 @@ print(f"concurrency          : {d.concurrency} (per device at TP={plan.tp_degree
 assert d.kv_bytes_per_token == 320 * KiB and d.kv_bytes_per_sequence == 2.5 * GiB
 assert d.concurrency == pooled == 183
 
-# %%
+# %% tags=["remove-cell"]
 glue("cap_kv_token", fmt_bytes(d.kv_bytes_per_token))
 glue("cap_kv_seq", fmt_bytes(d.kv_bytes_per_sequence))
 glue("cap_conc", d.concurrency)
@@ -163,7 +163,7 @@ ai1 = decode_intensity(model, 1, plan.context_len)
 print(f"ridge point: {ridge:.0f} FLOP/byte")
 assert 0.8 < ai1 <= 1 and round(ridge) == 295 and round(compute_utilization(ai1, ridge), 4) == 0.0033
 
-# %%
+# %% tags=["remove-cell"]
 glue("cap_ai1", f"{ai1:.2f}")
 glue("cap_ridge", f"{ridge:.0f}")
 glue("cap_util1", f"{compute_utilization(ai1, ridge):.1%}")
@@ -229,7 +229,7 @@ for f, u in be.items():
     print(f"output {f:4.0%}: blended ${price:.2f} per 1M tokens -> break-even at {u:.0%} utilisation")
 assert (round(be[0.5], 2), round(be[0.25], 2), round(be[0.1], 2)) == (0.40, 0.57, 0.77)
 
-# %%
+# %% tags=["remove-cell"]
 glue("cap_be50", f"{be[0.5]:.0%}")
 glue("cap_be10", f"{be[0.1]:.0%}")
 
@@ -253,7 +253,7 @@ print(f"self-hosted at {plan.monthly_tokens / 1e9:.2f} B tokens/month: ${d.self_
 print(f"crossover: {d.crossover_tokens_per_month / 1e9:.2f} B tokens a month")
 assert 4e9 <= d.crossover_tokens_per_month <= 5e9
 
-# %%
+# %% tags=["remove-cell"]
 glue("cap_crossover", f"{d.crossover_tokens_per_month / 1e9:.1f} B")
 
 # %% [markdown]
