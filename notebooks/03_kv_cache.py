@@ -28,7 +28,7 @@
 # **You will be able to**
 # 1. derive the KV bytes per token, $2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b$, and say why a cache makes decode linear rather than quadratic;
 # 2. turn a node's memory into a KV budget and a maximum concurrency, in two conventions (ours and vLLM's);
-# 3. explain why {term}`GQA` is the biggest lever on concurrency and what an MQA model costs under tensor parallelism;
+# 3. explain why the number of KV heads ({term}`GQA`) moves concurrency more than anything else, and what an MQA model costs under tensor parallelism;
 # 4. find the smallest {term}`TP degree` that fits a model;
 # 5. catch four beginner mistakes: heads for KV heads, no working reserve, "70B fits one card", concurrency from FLOPs.
 
@@ -89,11 +89,16 @@ for n in (16, 256, 4096):
     w = generation_flops(P, prompt, n, kv_cache=True)
     wo = generation_flops(P, prompt, n, kv_cache=False)
     print(f"{n:>10} {w:>12.3e} {wo:>12.3e} {wo / w:>7.1f}")
+ratio_4096 = wo / w
 assert generation_flops(P, prompt, 1, kv_cache=False) == generation_flops(P, prompt, 1)
+assert round(ratio_4096) == 2276
+
+# %% tags=["remove-cell"]
+glue("ratio_4096", f"{ratio_4096:,.0f}")
 
 # %% [markdown]
-# At 4,096 new tokens the uncached loop does over a thousand times the arithmetic. Every
-# serving engine keeps the cache.
+# At 4,096 new tokens the uncached loop does {glue:text}`ratio_4096` times the arithmetic.
+# Every serving engine keeps the cache.
 #
 # ## KV bytes per token
 #
@@ -137,15 +142,25 @@ for name in list_models():
     m = get_model(name)
     print(f"{name:<14}{m.attention:>5}{m.n_layers:>4}{m.n_heads:>6}{m.n_kv_heads:>9}"
           f"{m.head_dim:>7}{fmt_bytes(kv_bytes_per_token(m)):>11}{m.n_params / 1e9:>8.2f}B")
+falcon_kv = kv_bytes_per_token(get_model("falcon-7b"))
+falcon_ratio = kv_bytes_per_token(get_model("llama-2-7b")) / falcon_kv
+assert (falcon_kv, falcon_ratio) == (8 * KiB, 64)
+
+# %% tags=["remove-cell"]
+glue("falcon_kv", fmt_bytes(falcon_kv))
+glue("falcon_ratio", f"{falcon_ratio:.0f}")
 
 # %% [markdown]
-# Falcon-7B's `head_dim` is 64 and it has one KV head ({term}`MQA`): 8 KiB per token, 64
-# times less than Llama-2-7B, which keeps all 32 heads (MHA).
+# Falcon-7B's `head_dim` is 64 and it has one KV head ({term}`MQA`): {glue:text}`falcon_kv`
+# per token, {glue:text}`falcon_ratio` times less than Llama-2-7B, which keeps all 32 heads (MHA).
 #
 # ## Weights first: a 70B model does not fit one card
 #
 # Before any cache, the weights must be resident: parameters times bytes per parameter.
-# An H100 SXM has 80 GiB of HBM {cite}`nvidia_h100`.
+# NVIDIA's datasheet gives the H100 SXM "80GB" of HBM3 {cite}`nvidia_h100`. That label
+# counts in binary units: the memory is built from 16 GiB stacks, so servelib stores the
+# capacity as 80 GiB, and PyTorch reports a little less (about 79.1 GiB) because the
+# driver keeps some. Bandwidths, by contrast, are decimal: 3.35 TB/s is 3.35e12 bytes/s.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -157,11 +172,14 @@ assert round(w70 / GiB, 1) == 130.4 and w70 > h100.memory_bytes
 
 # %% tags=["remove-cell"]
 glue("w70_gib", f"{w70 / GiB:.0f} GiB")
+glue("l70_params", f"{llama70.n_params / 1e9:.2f} billion")
+glue("l70_weights", f"{weight_bytes(llama70) / GiB:.1f} GiB")
 
 # %% [markdown]
 # About {glue:text}`w70_gib`: a 70B model at fp16 needs {term}`tensor parallelism <TP degree>`
 # just to exist, before any question of speed. (The syllabus uses the round figure of
-# 70 billion parameters; the exact count of Llama-3-70B is 70.55 billion, 131.4 GiB.)
+# 70 billion parameters; the exact count of Llama-3-70B is {glue:text}`l70_params`,
+# {glue:text}`l70_weights`.)
 #
 # ## From memory to concurrency
 #
@@ -197,15 +215,17 @@ glue("conc_mqa", conc["MQA (1 KV head)"])
 
 # %% [markdown]
 # {glue:text}`conc_gqa` conversations with GQA, {glue:text}`conc_mha` if the same model kept
-# all 64 KV heads, {glue:text}`conc_mqa` with a single KV head. Same weights, same FLOPs:
-# **GQA is the biggest lever on concurrency** (64 to 8 KV heads is 8x), because
-# concurrency is a memory question.
+# all 64 KV heads, {glue:text}`conc_mqa` with a single KV head. The weights and the FLOPs
+# per token are the same in all three; only the cache changed. **No other knob moves
+# concurrency as far as the count of KV heads**: going from 64 to 8 divides the cache, and
+# multiplies the conversations, by 8.
 #
 # ```{admonition} MQA under tensor parallelism
 # :class: note
-# The 1,467 treats the node's memory as one pool. With TP=8 each GPU needs the KV of *at
-# least one* head for every sequence, so a single KV head is replicated on all eight cards
-# and the per-device arithmetic gives the same 183 as GQA. `servelib.memory.capacity`
+# The figure of {glue:text}`conc_mqa` treats the node's memory as one pool. With TP=8 each
+# GPU needs the KV of *at least one* head for every sequence, so a single KV head is
+# replicated on all eight cards and the per-device arithmetic gives the same
+# {glue:text}`conc_gqa` as GQA. `servelib.memory.capacity`
 # does the per-device arithmetic:
 # ```
 
@@ -215,6 +235,8 @@ for k, m in variants.items():
     c = capacity(m, "h100-sxm", n_gpus=8, context_len=8192)
     print(f"{k:<18} TP={c.tp_degree}: {fmt_bytes(c.kv_bytes_per_token_per_device)}/token/GPU, "
           f"{c.concurrency} sequences")
+assert [capacity(m, "h100-sxm", n_gpus=8, context_len=8192).concurrency
+        for m in variants.values()] == [183, 22, 183]
 
 # %% [markdown]
 # ## Two budget conventions: 183 or 178?
@@ -227,9 +249,9 @@ for k, m in variants.items():
 # \text{budget}_{vLLM} = M_{total} \cdot u - W - A - N .
 # $$
 #
-# The reserve is taken from the total (10% of 640 GiB = 64 GiB), not from what remains
-# after the weights (10% of 510 GiB = 51 GiB), so even with no activations counted vLLM's
-# budget is about 13 GiB smaller.
+# The reserve is taken from the total ({glue:text}`reserve_total` of the node), not from
+# what remains after the weights ({glue:text}`reserve_left`), so even with no activations
+# counted vLLM's budget is {glue:text}`budget_gap` smaller.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -240,18 +262,29 @@ n_vllm = max_concurrency(b_vllm, kv_tok, 8192)
 print(f"ours: {fmt_bytes(b_ours)} -> {n_ours} sequences")
 print(f"vLLM: {fmt_bytes(b_vllm)} -> {n_vllm} sequences")
 assert (n_ours, n_vllm) == (183, 178)
+assert round((b_ours - b_vllm) / GiB) == 13
+
+# %% tags=["remove-cell"]
+glue("reserve_total", fmt_bytes(0.10 * node))
+glue("reserve_left", fmt_bytes(0.10 * (node - w70)))
+glue("budget_gap", fmt_bytes(b_ours - b_vllm))
 
 # %% [markdown]
 # Neither is wrong: they answer "how much space is left" with different margins. When you
 # compare a capacity plan with what vLLM logs at start-up ("# GPU blocks: ..."), use its
 # convention; and read its figures per GPU under tensor parallelism.
 #
-# ## The smallest TP degree that fits
+# ## How many devices to split a model across
 #
 # Tensor parallelism splits every weight matrix across devices, so each holds $W/\text{TP}$
-# plus its share of the KV heads. The smallest degree at which each device holds its
-# weights plus at least one full-length sequence, after the reserve, is the one to use:
-# every extra device adds communication and cuts concurrency per GPU.
+# plus its share of the KV heads. The first question is the smallest degree at which each
+# device holds its weights plus at least one full-length sequence, after the reserve:
+# below it the model cannot be served at all. That degree is a floor, not the answer. On a
+# fixed node a larger degree can hold *more* conversations, because at a small degree every
+# replica keeps its own copy of the weights (the calculator below shows it). The rule is the
+# smallest degree that carries the load you need, in conversations and in latency: every
+# extra device in a replica adds communication to every step (the batching chapter returns
+# to this).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -335,7 +368,7 @@ print(f"right: {fmt_bytes(right)}/token -> {max_concurrency(budget, right, 8192)
 assert wrong / right == 8
 
 # %% [markdown]
-# **Forgetting the working reserve.** Without it, the plan promises 20 more conversations
+# **Forgetting the working reserve.** Without it, the plan promises {glue:text}`reserve_extra` more conversations
 # than the node can hold once activations and allocator slack take their share; the 184th
 # admission is the one that runs out of memory.
 
@@ -345,6 +378,9 @@ no_reserve = max_concurrency(kv_budget_bytes(node, w70, reserve_fraction=0.0), k
 with_reserve = max_concurrency(kv_budget_bytes(node, w70, reserve_fraction=0.10), kv_tok, 8192)
 print(f"wrong (no reserve): {no_reserve}   right (10% reserve): {with_reserve}")
 assert (no_reserve, with_reserve) == (203, 183)
+
+# %% tags=["remove-cell"]
+glue("reserve_extra", no_reserve - with_reserve)
 
 # %% [markdown]
 # **Assuming a 70B fp16 model fits one card.** The weights alone exceed it, so the budget
@@ -358,9 +394,10 @@ print(f"weights {fmt_bytes(one_card.weights_bytes_per_device)} on one {fmt_bytes
 assert not one_card.fits and one_card.concurrency == 0
 
 # %% [markdown]
-# **Sizing concurrency from FLOPs.** "Eight H100s do 7.9 PFLOP/s; a token of a 70B model
-# costs 140 GFLOP; at 20 tokens/s per user that is 2,800 users." The arithmetic is fine and
-# the answer is wrong by 15x: long before the FLOPs run out, the KV cache does.
+# **Sizing concurrency from FLOPs.** "Eight H100s do {glue:text}`flops_node` of bf16; a token
+# of a 70B model costs {glue:text}`flops_token`; at 20 tokens/s per user that is
+# {glue:text}`users_flops` users." The arithmetic is fine and the answer is
+# {glue:text}`flops_error` too high: long before the FLOPs run out, the KV cache does.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -369,7 +406,13 @@ tokens_per_s_per_user = 20
 from_flops = flops_node / (2 * 70e9 * tokens_per_s_per_user)
 from_memory = max_concurrency(budget, kv_tok, 8192)
 print(f"wrong (from FLOPs): {from_flops:,.0f} users   right (from memory): {from_memory} users")
-assert from_flops / from_memory > 10
+assert (round(from_flops), round(from_flops / from_memory)) == (2827, 15)
+
+# %% tags=["remove-cell"]
+glue("flops_node", f"{flops_node / 1e15:.1f} PFLOP/s")
+glue("flops_token", f"{2 * 70e9 / 1e9:.0f} GFLOP")
+glue("users_flops", f"{from_flops:,.0f}")
+glue("flops_error", f"{from_flops / from_memory:.0f}x")
 
 # %% [markdown]
 # ## Summary: the numbers to carry
@@ -381,8 +424,9 @@ assert from_flops / from_memory > 10
 # | 70B fp16 weights | {glue:text}`w70_gib` (does not fit one 80 GiB card) |
 # | 8 x 80 GiB, 8k context, 10% reserve | {glue:text}`conc_gqa` sequences (GQA), {glue:text}`conc_mha` (MHA), {glue:text}`conc_mqa` (MQA, pooled) |
 #
-# Concurrency is memory, not FLOPs. GQA is the biggest lever. Use the smallest TP degree
-# that fits.
+# Memory, not arithmetic, decides how many conversations a node holds. The count of KV
+# heads is the strongest lever on that memory. Split a model over the fewest devices that
+# carry the load you need.
 #
 # ## Exercises
 #
