@@ -141,11 +141,12 @@ glue("cap_tp_min", d.min_tp_degree)
 for tp in (2, 4, 8):
     c = derive(dataclasses.replace(plan, tp_degree=tp))
     print(f"TP={tp}: {plan.n_gpus // tp} replica(s) x {c.sequences_per_replica:>3} = {c.concurrency:>3} conversations")
+assert plan.target_concurrency == 160
 assert right_tp_degree(plan) == 8 and right_tp_degree(dataclasses.replace(plan, target_concurrency=100)) == 4
 
 # %% [markdown]
-# The rule is the smallest degree that fits *the model and the demand*: TP=8 is the smallest
-# that holds 160 conversations of 8k tokens; for 100 of them TP=4 would do.
+# So the degree to pick is the lowest one at which both the weights *and* the required
+# concurrency fit: TP=8 is the smallest that holds 160 conversations of 8k tokens; for 100 of them TP=4 would do.
 #
 # ## Why the endpoint is slow
 #
@@ -172,7 +173,7 @@ glue("cap_util1", f"{compute_utilization(ai1, ridge):.1%}")
 # Batch-1 decode runs at {glue:text}`cap_ai1` FLOP/byte against a ridge of
 # {glue:text}`cap_ridge`: {glue:text}`cap_util1` of the arithmetic. More GPUs would idle the
 # same way. {term}`Continuous batching` {cite}`yu2022orca` shares each weight read among every
-# live conversation, and the memory above says 183 of them fit. (At 8k contexts the KV read grows
+# live conversation, and the memory above says {glue:text}`cap_conc` of them fit. (At 8k contexts the KV read grows
 # with the batch, so intensity stops short of the batch size; the batching chapter shows why.)
 #
 # ## The floor and the spill
@@ -198,6 +199,8 @@ for label, q, spill in (("no floor", 0, True), ("p50, spill", 50, True), ("peak"
           f"availability {r.availability:6.1%}")
 assert rows["p50, spill"].total_usd < min(rows["no floor"].total_usd, rows["peak"].total_usd)
 assert rows["p50, spill"].availability == 1 and rows["p50, no spill"].availability < 0.9
+assert rows["peak"].total_usd > 3 * rows["p50, spill"].total_usd
+assert (plan.monthly_tokens, plan.monthly_commitment_usd, plan.capacity_tokens_per_month) == (5.75e9, 13_140, 120_000 * MINUTES_PER_MONTH)
 
 # %%
 qs = np.arange(0, 101, 5)
@@ -211,8 +214,8 @@ fig.tight_layout()
 # %% [markdown]
 # *Figure: the month's bill for a dedicated floor at each percentile of demand, overflow
 # spilled to pay-as-you-go. Notice the shallow bowl: p50 (dashed) sits near the bottom,
-# while a floor at the peak costs several times as much. Without spill the p50 floor would be
-# cheap and refuse traffic; with spill it degrades in cost, not availability.*
+# while a floor at the peak costs more than three times as much. Without spill the p50 floor
+# would be cheap and turn requests away; with spill a busy minute raises the bill instead.*
 #
 # ## Never a break-even without the mix
 #
@@ -251,14 +254,19 @@ glue("cap_be10", f"{be[0.1]:.0%}")
 print(f"PAYG at {plan.output_fraction:.0%} output: ${payg * 1000:.3f} per 1M tokens")
 print(f"self-hosted at {plan.monthly_tokens / 1e9:.2f} B tokens/month: ${d.self_hosted_usd_per_1k * 1000:.2f} per 1M")
 print(f"crossover: {d.crossover_tokens_per_month / 1e9:.2f} B tokens a month")
+two_eng = derive(dataclasses.replace(plan, engineering_fte=2)).crossover_tokens_per_month
+print(f"crossover with two engineers: {two_eng / 1e9:.2f} B tokens a month")
 assert 4e9 <= d.crossover_tokens_per_month <= 5e9
+assert round(d.crossover_tokens_per_month / 1e9, 2) == 4.19 and round(two_eng / 1e9, 2) == 10.19
 
 # %% tags=["remove-cell"]
 glue("cap_crossover", f"{d.crossover_tokens_per_month / 1e9:.1f} B")
+glue("cap_crossover2", f"{two_eng / 1e9:.1f} B")
 
 # %% [markdown]
 # On these numbers self-hosting crosses over at about {glue:text}`cap_crossover` tokens a
-# month. Each assumption moves it: two engineers instead of a quarter push it past 10 B.
+# month. Each assumption moves it: two engineers instead of a quarter push it to
+# {glue:text}`cap_crossover2`.
 #
 # ## When cost is not the question
 #
@@ -349,12 +357,14 @@ assert [len(audit(p)) for p in quiz.values()] == [2, 2, 3]
 # | break-even of the commitment at 50% / 10% output | {glue:text}`cap_be50` / {glue:text}`cap_be10` |
 # | self-hosting crossover on the stated assumptions | {glue:text}`cap_crossover` tokens a month |
 #
-# Said as one answer: concurrency is memory, so derive it from the cache and the budget;
-# a slow endpoint at batch 1 needs batching, not more GPUs; size the dedicated floor to p50
-# and spill the peak so the service degrades in cost rather than availability; never quote a
-# break-even without the output mix; self-hosting is a utilisation bet that the engineering
-# line decides, unless the data is restricted, in which case it is the only option and
-# utilisation is an obligation.
+# In a single breath: how many conversations a node holds is settled by memory, so work it
+# out from the cache per token and what the weights leave; a batch-1 endpoint is slow
+# because it reads every weight for one token, and the cure is batching rather than a
+# bigger fleet; dedicated capacity covers the median minute and pay-as-you-go takes the
+# bursts, so a spike costs money instead of failed requests; a break-even figure travels
+# with the output mix it assumes, or not at all; and self-hosting pays only when the GPUs
+# stay busy enough to cover the people who run them, except with restricted data, where
+# it is the one admissible deployment and keeping it busy is a duty, not a choice.
 #
 # ## Exercises
 #

@@ -48,10 +48,11 @@ class TokenPrice:
 
 @dataclass(frozen=True)
 class PtuPrice:
-    """Azure OpenAI provisioned throughput (PTU) prices, USD per PTU.
+    """Azure OpenAI provisioned throughput (PTU) prices, USD per PTU, for one deployment type.
 
     ``usd_per_hour``: hourly (no reservation); ``usd_per_month``: one-month reservation;
-    ``usd_per_month_yearly``: the monthly equivalent of a one-year reservation.
+    ``usd_per_month_yearly``: the monthly equivalent of a one-year reservation. Azure lists
+    separate rates per deployment type (regional, Global, Data Zone); the constant says which.
     """
 
     usd_per_hour: float
@@ -69,13 +70,17 @@ GPT_4O = TokenPrice("gpt-4o", 2.50 / 1000, 10.00 / 1000, _OPENAI_PRICING)
 #: gpt-4o-mini: $0.15 per 1M input, $0.60 per 1M output tokens.
 GPT_4O_MINI = TokenPrice("gpt-4o-mini", 0.15 / 1000, 0.60 / 1000, _OPENAI_PRICING)
 
-#: Azure OpenAI PTU: $2 per PTU-hour, $260 per PTU-month reserved monthly, about $221 per
-#: PTU-month reserved for a year.
+#: Azure OpenAI PTU list rates for a *regional* deployment: $2 per PTU-hour, $260 per
+#: PTU-month reserved monthly, about $221 per PTU-month reserved for a year. These are the
+#: only PTU rates the book uses; Global and Data Zone deployments are priced separately and
+#: are not stored here. Sizing rules (minimum and step) differ by deployment type too: see
+#: the constants below, and say which one a calculation uses.
 AZURE_PTU = PtuPrice(usd_per_hour=2.0, usd_per_month=260.0, usd_per_month_yearly=221.0,
                      source=_AZURE_OPENAI_PRICING)
 
-#: gpt-4o provisioned sizing: input tokens per minute that one PTU sustains, and the
-#: minimum deployment and step (global 15 / 5, regional 50 / 50).
+#: gpt-4o provisioned sizing: input tokens per minute that one PTU sustains (any deployment
+#: type), and the minimum deployment and step, which depend on the type: Global 15 / 5,
+#: regional 50 / 50. The prices in ``AZURE_PTU`` are the regional ones.
 #: Source: https://learn.microsoft.com/en-us/azure/ai-services/openai/concepts/provisioned-throughput
 #: (read 2026-11-29).
 GPT_4O_INPUT_TPM_PER_PTU = 2500

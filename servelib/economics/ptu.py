@@ -45,8 +45,9 @@ def ptu_capacity_tokens_per_month(n_ptu: float, output_fraction: float, **kwargs
 def ptu_monthly_cost_usd(n_ptu: float, term: str = "monthly", price: PtuPrice = AZURE_PTU) -> float:
     """Monthly cost of ``n_ptu`` PTUs under a term: ``'hourly'`` (price per hour x 730 h, no
     reservation), ``'monthly'`` (one-month reservation) or ``'yearly'`` (one-year
-    reservation, per month). Azure list: $1,460, $260 and about $221 per PTU-month.
-    Raises ValueError for a negative count or an unknown term.
+    reservation, per month). Default ``price``: Azure's list rates for a *regional*
+    deployment (:data:`servelib.economics.prices.AZURE_PTU`): $1,460, $260 and about $221 per
+    PTU-month. Raises ValueError for a negative count or an unknown term.
     """
     n = _check.non_negative("n_ptu", n_ptu)
     per_ptu = {"hourly": price.usd_per_hour * HOURS_PER_MONTH, "monthly": price.usd_per_month,
@@ -57,8 +58,11 @@ def ptu_monthly_cost_usd(n_ptu: float, term: str = "monthly", price: PtuPrice = 
 def ptus_needed(tokens_per_minute: float, output_fraction: float, *, min_ptus: int = 15,
                 step: int = 5, **kwargs) -> int:
     """PTUs to deploy for a sustained load: enough to carry ``tokens_per_minute`` at the mix,
-    rounded up to the deployment step and at least the minimum (gpt-4o global: 15, step 5;
-    regional: 50, step 50). Keyword arguments are those of :func:`ptu_tokens_per_minute`.
+    rounded up to the deployment step and at least the minimum. The defaults are gpt-4o's
+    *Global* deployment rule (at least 15, steps of 5); pass ``min_ptus=50, step=50`` for a
+    regional deployment, the type whose prices :data:`~servelib.economics.prices.AZURE_PTU`
+    holds. Keyword arguments are those of :func:`ptu_tokens_per_minute`. Raises ValueError
+    for a negative load or a minimum or step that is not a positive integer.
     """
     load = _check.non_negative("tokens_per_minute", tokens_per_minute)
     lo, st = _check.positive_int("min_ptus", min_ptus), _check.positive_int("step", step)
@@ -83,7 +87,8 @@ def ptu_break_even_utilization(output_fraction: float, term: str = "monthly", *,
 
     When ``output_weight`` equals the output:input price ratio the mix cancels: both the
     PAYG value of a token and the PTU capacity it consumes scale with ``(1 - f) + w f``.
-    gpt-4o at list prices: about 0.95 (monthly), 0.81 (yearly), 5.3 (hourly: never).
+    gpt-4o at the regional PTU list prices: about 0.95 (monthly), 0.81 (yearly), 5.3
+    (hourly: never).
     """
     return break_even_utilization(ptu_monthly_cost_usd(1, term, price),
                                   ptu_capacity_tokens_per_month(1, output_fraction, **kwargs),
