@@ -55,12 +55,11 @@ import pathlib
 from servelib import plots
 from servelib.book import glue
 from servelib.grading import check
-from servelib.hardware import get_gpu
 from servelib.measure import describe, load_profiles, measure_profile, profile_label
 from servelib.memory import weight_bytes
 from servelib.models import get_model
-from servelib.roofline import (decode_flops_per_step, predict_tpot_s, predict_ttft_s, prefill_attention_flops,
-                               prefill_flops)
+from servelib.roofline import predict_tpot_s, predict_ttft_s, prefill_attention_flops, prefill_flops
+from servelib.units import fmt_bytes
 
 plots.apply_style()
 DATA = pathlib.Path("../book/data")   # profiles measured on real GPUs, committed with the book
@@ -114,7 +113,7 @@ for n in (512, 2048, 8192, 32768):
 assert prefill_flops(P, 2048) == 2 * P * 2048
 assert prefill_attention_flops(llama70, 512) / prefill_flops(P, 512) < 0.01
 
-# %%
+# %% tags=["remove-cell"]
 for n in (8192, 32768):
     glue(f"attn_share_{n // 1024}k", f"{prefill_attention_flops(llama70, n) / prefill_flops(P, n):.0%}")
 
@@ -138,31 +137,38 @@ for n in (8192, 32768):
 #
 # ## Predicting TTFT and TPOT from a datasheet
 #
-# For Llama-3-8B in bf16 (16 GB of weights) with a 4,096-token prompt:
+# For Llama-3-8B in bf16 ({glue:text}`w8_gib` of weights) with a 4,096-token prompt:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 llama8 = get_model("llama-3-8b")
-print(f"{llama8.name}: weights {weight_bytes(llama8) / 1e9:.1f} GB in bf16")
+print(f"{llama8.name}: weights {fmt_bytes(weight_bytes(llama8))} in bf16")
 print(f"{'GPU':<10}{'TTFT 4k (ms)':>14}{'per prompt token (ms)':>23}{'TPOT (ms)':>11}{'decode/prefill per token':>26}")
 ratios = {}
 for g in ("l4", "a100-80gb", "h100-sxm"):
     ttft, tpot = predict_ttft_s(llama8, g, 4096), predict_tpot_s(llama8, g, 1, 4096)
     ratios[g] = tpot / (ttft / 4096)
     print(f"{g:<10}{ttft * 1e3:>14.1f}{ttft / 4096 * 1e3:>23.4f}{tpot * 1e3:>11.2f}{ratios[g]:>26.0f}")
+l4_over_h100 = predict_tpot_s(llama8, "l4", 1, 4096) / predict_tpot_s(llama8, "h100-sxm", 1, 4096)
+print(f"TPOT, L4 over H100: {l4_over_h100:.1f}x")
+assert fmt_bytes(weight_bytes(llama8)) == "15 GiB"
+assert round(predict_ttft_s(llama8, "h100-sxm", 4096) * 1e3, 1) == 66.5
 assert round(predict_tpot_s(llama8, "h100-sxm", 1, 4096) * 1e3, 2) == 4.95
+assert round(l4_over_h100, 1) == 11.2
 assert all(r > 100 for r in ratios.values())
 
 # %% tags=["remove-cell"]
+glue("w8_gib", fmt_bytes(weight_bytes(llama8)))
+glue("l4_over_h100", f"{l4_over_h100:.0f}")
 glue("h100_ratio", f"{ratios['h100-sxm']:.0f}")
-glue("h100_ttft_8b", f"{predict_ttft_s(llama8, 'h100-sxm', 4096) * 1e3:.0f} ms")
+glue("h100_ttft_8b", f"{predict_ttft_s(llama8, 'h100-sxm', 4096) * 1e3:.1f} ms")
 glue("h100_tpot_8b", f"{predict_tpot_s(llama8, 'h100-sxm', 1, 4096) * 1e3:.1f} ms");
 
 # %% [markdown]
 # On an H100 the whole 4k prompt takes about {glue:text}`h100_ttft_8b`, and each answer token
 # {glue:text}`h100_tpot_8b`: per token, decode is about {glue:text}`h100_ratio` times slower
 # than prefill, for the same FLOPs. Notice the TPOT column: it is the weight bytes divided by
-# the bandwidth, and the L4's 300 GB/s makes it over ten times the H100's.
+# the bandwidth, and the L4's 300 GB/s makes it about {glue:text}`l4_over_h100` times the H100's.
 #
 # These are roofline estimates (the next chapter): lower bounds that ignore kernel launch
 # gaps, communication and scheduling. They are the right first answer, and the measurement
@@ -254,8 +260,9 @@ assert wrong > 8 * right
 # | decode vs prefill, per token, H100 (predicted) | {glue:text}`h100_ratio` x |
 # | decode vs prefill, per token, this machine (measured) | {glue:text}`live_ratio` x |
 #
-# Prefill is parallel and limited by arithmetic; decode is sequential and limited by
-# memory. TTFT belongs to the first, TPOT to the second.
+# The prompt goes through the model in one pass and waits on arithmetic; the answer comes
+# out one token per pass and waits on reading the weights. The first phase sets TTFT, the
+# second TPOT.
 #
 # ## Exercises
 #

@@ -21,7 +21,8 @@
 # Batch-1 decode leaves almost all of a GPU's arithmetic idle. Batching puts it to work:
 # many sequences share each read of the weights. This chapter derives exactly how much
 # that buys, why it stops paying at some batch size, and why long contexts stop it sooner:
-# the weight read amortizes, the KV read does not. It then sweeps the batch size on this
+# each sequence adds its own KV cache to every step's reads, and that part is never
+# shared. It then sweeps the batch size on this
 # machine, with the prediction drawn over the measurement, and closes with the other way to
 # spread a model over GPUs, tensor parallelism, and how much of it to use.
 #
@@ -30,7 +31,7 @@
 # 2. find the batch at which decode turns compute-bound, and the context beyond which it never does;
 # 3. read a latency/throughput trade-off and pick a batch size against a TPOT target;
 # 4. show that batching, not more GPUs, fixes low throughput;
-# 5. choose the smallest {term}`TP degree` that serves the load, not the largest the node allows.
+# 5. pick a {term}`TP degree` from the concurrency and latency the service needs, knowing what each step up costs.
 
 # %%
 # Setup. On Colab this installs servelib from the book's repository; elsewhere it is
@@ -56,13 +57,13 @@ import pathlib
 from servelib import plots
 from servelib.book import glue
 from servelib.grading import check
-from servelib.hardware import ridge_point
+from servelib.hardware import get_gpu, ridge_point
 from servelib.measure import describe, load_profiles, measure_profile, profile_label
 from servelib.memory import capacity, kv_bytes_per_sequence, min_tp_degree, weight_bytes
 from servelib.models import get_model
 from servelib.roofline import (critical_batch, decode_bytes_per_step, decode_flops_per_step, decode_intensity,
                                decode_intensity_limit, decode_tokens_per_s, predict_tpot_s)
-from servelib.units import GiB
+from servelib.units import GiB, fmt_bytes
 
 plots.apply_style()
 DATA = pathlib.Path("../book/data")   # profiles measured on real GPUs, committed with the book
@@ -83,24 +84,32 @@ DATA = pathlib.Path("../book/data")   # profiles measured on real GPUs, committe
 #
 # With 2-byte weights $W = 2P$, so while $B \cdot KV \ll W$ the intensity is about $B$:
 # every extra sequence is almost free, since it adds FLOPs but hardly any bytes. For
-# Llama-3-70B (141 GB of fp16 weights, 320 KiB of KV per token):
+# Llama-3-70B ({glue:text}`w70_gib` of fp16 weights at its exact 70.55 billion parameters,
+# 320 KiB of KV per token):
 
 # %%
 # NBVAL_CHECK_OUTPUT
 llama70 = get_model("llama-3-70b")
 W70 = weight_bytes(llama70)
-print(f"{'batch':>6}{'context':>9}{'weights GB':>12}{'KV GB':>8}{'FLOP/byte':>11}")
+print(f"{'batch':>6}{'context':>9}{'weights GiB':>13}{'KV GiB':>8}{'FLOP/byte':>11}")
 for ctx in (1024, 8192):
     kv = kv_bytes_per_sequence(llama70, ctx)
     for batch in (1, 8, 32, 128):
         total = decode_bytes_per_step(W70, kv, batch)
-        print(f"{batch:>6}{ctx:>9}{W70 / 1e9:>12.1f}{batch * kv / 1e9:>8.1f}"
+        print(f"{batch:>6}{ctx:>9}{W70 / GiB:>13.1f}{batch * kv / GiB:>8.1f}"
               f"{decode_flops_per_step(llama70.n_params, batch) / total:>11.1f}")
+kv_over_w = 128 * kv / W70                   # kv is the 8k-context sequence here
+print(f"batch 128 at 8k: KV bytes / weight bytes = {kv_over_w:.1f}")
 assert decode_bytes_per_step(W70, kv, 128) == W70 + 128 * kv
+assert round(W70 / GiB, 1) == 131.4 and round(kv_over_w, 1) == 2.4
+
+# %% tags=["remove-cell"]
+glue("w70_gib", fmt_bytes(W70))
+glue("kv_over_w_8k", f"{kv_over_w:.1f}");
 
 # %% [markdown]
 # At 1k tokens of context the KV read stays small next to the weights and intensity tracks
-# the batch. At 8k, 128 sequences read more than twice as many bytes of KV as of weights,
+# the batch. At 8k, 128 sequences read {glue:text}`kv_over_w_8k` times as many bytes of KV as of weights,
 # and intensity falls far behind the batch.
 #
 # ## Where decode turns compute-bound
@@ -125,16 +134,18 @@ for m in (llama8, llama70):
     for ctx in (128, 1024, 2048, 8192, 32768):
         b = critical_batch(m, ridge, ctx)
         print(f"{m.name:<12}{ctx:>9}{decode_intensity_limit(m, ctx):>13.0f}{b if b else 'never':>26}")
-assert critical_batch(llama70, ridge, 1024) is not None and critical_batch(llama70, ridge, 8192) is None
+assert critical_batch(llama70, ridge, 1024) == 993 and critical_batch(llama70, ridge, 8192) is None
+assert round(decode_intensity_limit(llama70, 8192) / ridge, 2) == 0.18
 
 # %% tags=["remove-cell"]
 glue("limit70_8k", f"{decode_intensity_limit(llama70, 8192):.0f}")
+glue("limit70_8k_share", f"{decode_intensity_limit(llama70, 8192) / ridge:.0%}")
 glue("bstar70_1k", critical_batch(llama70, ridge, 1024));
 
 # %% [markdown]
-# For Llama-3-70B at 1k context decode turns compute-bound at a batch of about
-# {glue:text}`bstar70_1k`; at 8k the limit is {glue:text}`limit70_8k` FLOP/byte, a sixth of the
-# ridge, and no batch gets there. Llama-3-8B has a smaller ratio of parameters to KV, so
+# For Llama-3-70B at 1k context decode turns compute-bound from a batch of
+# {glue:text}`bstar70_1k`; at 8k the limit is {glue:text}`limit70_8k` FLOP/byte,
+# {glue:text}`limit70_8k_share` of the ridge, and no batch gets there. Llama-3-8B has a smaller ratio of parameters to KV, so
 # it stops even sooner.
 
 # %%
@@ -242,14 +253,21 @@ for b in (1, 16, 64, 128, 256, 384):
     tpot = predict_tpot_s(llama8, "h100-sxm", b, ctx)
     rows[b] = tpot
     print(f"{b:>6}{tpot * 1e3:>9.2f}{b / tpot:>10.0f}{1 / tpot:>19.1f}")
-assert rows[64] < 2.1 * rows[1] and 64 / rows[64] > 30 / rows[1]
+tpot_growth, tput_growth = rows[64] / rows[1], 64 * rows[1] / rows[64]
+print(f"batch 1 -> 64: TPOT x{tpot_growth:.1f}, tokens/s x{tput_growth:.0f}")
+assert (round(tpot_growth, 1), round(tput_growth)) == (2.0, 31)
+
+# %% tags=["remove-cell"]
+glue("tpot_growth_64", f"{tpot_growth:.1f}")
+glue("tput_growth_64", f"{tput_growth:.0f}");
 
 # %% [markdown]
-# From batch 1 to 64 throughput grows over thirty times while TPOT only about doubles.
+# From batch 1 to 64 throughput grows {glue:text}`tput_growth_64` times while TPOT grows only
+# {glue:text}`tpot_growth_64` times.
 # A TPOT target (say 50 ms for a chat product) sets the largest batch worth running;
 # below it, a larger batch is nearly free throughput.
 #
-# ## The fix is batching, not more GPUs
+# ## Batch before you buy GPUs
 #
 # A service must generate 5,000 tokens/s of Llama-3-8B at 2k contexts. How many H100s?
 
@@ -263,12 +281,13 @@ assert math.ceil(need / decode_tokens_per_s(llama8, "h100-sxm", 1, ctx)) > 20 * 
     need / decode_tokens_per_s(llama8, "h100-sxm", 64, ctx))
 
 # %% [markdown]
-# ## Tensor parallelism: to exist, not to be fast
+# ## Tensor parallelism makes a model fit, not run cheaper
 #
-# A 70B model in fp16 is 141 GB of weights; an H100 holds 80 GiB. It cannot run on one card
-# at all. {term}`Tensor parallelism` {cite}`shoeybi2019megatron` splits every weight matrix
-# across devices, so each holds and reads $W/\text{TP}$. That is why it is needed: to exist.
-# It does not make the work per GPU more efficient. At a given batch, TP divides each
+# Llama-3-70B in fp16 is {glue:text}`w70_gib` of weights; an H100 holds {glue:text}`h100_gib`.
+# It cannot run on one card at all. {term}`Tensor parallelism` {cite}`shoeybi2019megatron`
+# splits every weight matrix across devices, so each holds and reads $W/\text{TP}$. For a
+# model this size that is the reason to use it: without it there is nowhere to put the
+# weights. It does not make the work per GPU more efficient. At a given batch, TP divides each
 # device's bytes, so TPOT falls, but the tokens/s *per GPU* stay where they were (the
 # roofline ignores the all-reduce communication TP adds, so real TP does a little worse):
 
@@ -277,25 +296,34 @@ assert math.ceil(need / decode_tokens_per_s(llama8, "h100-sxm", 1, ctx)) > 20 * 
 print(f"smallest TP for Llama-3-70B fp16 on H100 at 8k: {min_tp_degree(llama70, 'h100-sxm', context_len=8192)}")
 print(f"fits on one H100: {capacity(llama70, 'h100-sxm', n_gpus=1, context_len=8192).fits}")
 print(f"{'TP':>3}{'TPOT ms (batch 8)':>19}{'tokens/s per GPU':>18}")
-per_gpu = {}
+per_gpu, tpots = {}, {}
 for tp in (2, 4, 8):
-    tpot = predict_tpot_s(llama70, "h100-sxm", 8, 2048, tp_degree=tp)
-    per_gpu[tp] = 8 / tpot / tp
-    print(f"{tp:>3}{tpot * 1e3:>19.1f}{per_gpu[tp]:>18.0f}")
+    tpots[tp] = predict_tpot_s(llama70, "h100-sxm", 8, 2048, tp_degree=tp)
+    per_gpu[tp] = 8 / tpots[tp] / tp
+    print(f"{tp:>3}{tpots[tp] * 1e3:>19.1f}{per_gpu[tp]:>18.0f}")
+print(f"one H100 holds {fmt_bytes(get_gpu('h100-sxm').memory_bytes)}, the weights need {fmt_bytes(W70)}")
 assert min_tp_degree(llama70, "h100-sxm", context_len=8192) == 2
 assert max(per_gpu.values()) / min(per_gpu.values()) < 1.01
+assert round(tpots[2] / tpots[8], 2) == 4.0
+
+# %% tags=["remove-cell"]
+glue("h100_gib", fmt_bytes(get_gpu("h100-sxm").memory_bytes));
 
 # %% [markdown]
 # Quadrupling the TP degree cuts TPOT by four and leaves tokens/s per GPU unchanged.
 #
-# ## The smallest TP degree that fits, not the largest
+# ## Choosing the TP degree from the load
 #
 # On an 8-GPU node the same 70B model can run as four TP=2 replicas, two TP=4 replicas or
-# one TP=8 replica. Larger degrees leave more room for KV (each replica holds one copy of
-# the weights), but each step of a TP group waits for all-reduces across all its devices,
-# a failure stops the whole group, and there are fewer independent replicas to route
-# load to. So the rule is: the smallest degree that holds the load. Say the load is 100
-# concurrent 8k conversations:
+# one TP=8 replica. A larger degree holds *more* sequences on the same node, because every
+# replica keeps its own copy of the weights and fewer replicas means fewer copies. But each
+# step of a TP group waits for all-reduces across all its devices, a failure stops the
+# whole group, and there are fewer independent replicas to route load to. So the rule is:
+# use the smallest degree that holds the load, meaning the concurrency and latency the
+# service needs; every degree above that adds communication between devices and buys
+# nothing the load asked for. Say the load is 100 concurrent 8k conversations (the counts
+# use the exact parameter count of Llama-3-70B, so they run a little below a plan built on
+# a round 70 billion):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -315,25 +343,36 @@ assert chosen == 4
 # ## Beginner mistake: maximizing the TP degree
 #
 # "The node has eight GPUs, so shard the model eight ways." The unit of capacity is a
-# replica, and a TP=8 replica is eight GPUs. Llama-3-8B fits one H100 with room for dozens
-# of 8k-token conversations. A service that must deliver 1,000 tokens/s of it needs:
+# replica, and a TP=8 replica is eight GPUs. Llama-3-8B fits one H100 with room for
+# {glue:text}`seqs8_tp1` 8k-token conversations. A service that must deliver 1,000 tokens/s
+# of it needs:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 demand, ctx8 = 1000, 8192          # tokens/s to deliver, 8k-token conversations
 print(f"smallest TP for Llama-3-8B on H100 at 8k: {min_tp_degree(llama8, 'h100-sxm', context_len=ctx8)}")
-gpus = {}
+gpus, per_gpu8 = {}, {}
 for tp, label in ((8, "wrong: TP=8"), (1, "right: TP=1")):
     c = capacity(llama8, "h100-sxm", n_gpus=tp, context_len=ctx8, tp_degree=tp)
     per_replica = decode_tokens_per_s(llama8, "h100-sxm", c.sequences_per_replica, ctx8, tp_degree=tp)
     gpus[tp] = math.ceil(demand / per_replica) * tp
+    per_gpu8[tp] = per_replica / tp
     print(f"{label}: a replica is {tp} GPU(s), holds {c.sequences_per_replica} conversations, up to "
           f"{per_replica:,.0f} tokens/s ({per_replica / tp:,.0f} per GPU) -> {gpus[tp]} GPU(s)")
+tp1_shortfall = 1 - per_gpu8[1] / per_gpu8[8]
+print(f"tokens/s per GPU, TP=1 below TP=8: {tp1_shortfall:.0%}")
 assert (gpus[1], gpus[8]) == (1, 8)
+assert capacity(llama8, "h100-sxm", n_gpus=1, context_len=ctx8).sequences_per_replica == 58
+assert round(tp1_shortfall, 2) == 0.18
+
+# %% tags=["remove-cell"]
+glue("seqs8_tp1", capacity(llama8, "h100-sxm", n_gpus=1, context_len=ctx8).sequences_per_replica)
+glue("tp1_shortfall", f"{tp1_shortfall:.0%}");
 
 # %% [markdown]
 # Eight GPUs where one serves the load. As the load grows, add TP=1 replicas: per GPU they
-# come within a quarter of TP=8 in this roofline, which leaves out the all-reduces a TP=8
+# deliver {glue:text}`tp1_shortfall` fewer tokens/s than TP=8 in this roofline (TP=8 packs more
+# sequences into its batch), and the roofline leaves out the all-reduces a TP=8
 # replica performs in every layer of every step, and each replica fails alone instead of
 # taking eight GPUs down with it.
 #
@@ -347,9 +386,12 @@ assert (gpus[1], gpus[8]) == (1, 8)
 # | Llama-3-70B intensity limit at 8k | {glue:text}`limit70_8k` FLOP/byte (never compute-bound) |
 # | this machine: tokens/s, largest batch over batch 1 | {glue:text}`live_gain` x |
 #
-# The weight read amortizes over the batch; the KV read does not. Batching, not more GPUs,
-# fixes throughput. Tensor parallelism is how a large model fits, so use the smallest degree
-# that holds the load.
+# A batch pays for one pass over the weights together, while every sequence still pays for
+# its own KV cache, so long contexts cap what batching gains. Low decode throughput calls
+# for bigger batches on the GPUs already there before it calls for more GPUs. Tensor
+# parallelism is what lets a large model fit at all: pick the smallest degree that holds the
+# concurrency and latency you need, since each larger degree adds communication between
+# devices.
 #
 # ## Exercises
 #
