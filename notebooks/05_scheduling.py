@@ -23,11 +23,11 @@
 # answer waits for a long one, whether memory runs out halfway through the night, whether
 # a chat user queues behind a document pipeline. This chapter runs a scheduler, step by
 # step, on workloads large enough to matter. Every number comes from `servelib.sim`, a
-# simulator of one serving replica that replays ten thousand requests in a fraction of a
-# second, so you can change a policy and watch what happens.
+# simulator of one serving replica fast enough that you can change a policy, rerun, and
+# watch what happens.
 #
 # **You will be able to**
-# 1. explain why {term}`continuous batching <Continuous batching>` beats {term}`static batching <Static batching>` when outputs vary in length, and reproduce the 2.8x shorter wall-clock and 5x lower mean latency;
+# 1. explain why {term}`continuous batching <Continuous batching>` beats {term}`static batching <Static batching>` when outputs vary in length, and reproduce the {glue:text}`wall_ratio` shorter wall-clock and {glue:text}`lat_ratio` lower mean latency;
 # 2. say why a scheduler must retire finished sequences *before* it admits new ones;
 # 3. choose the length that {term}`admission control <Admission control>` budgets, and show what admitting on the prompt does to a batch;
 # 4. reject a request that can never fit instead of queueing it;
@@ -99,9 +99,8 @@ assert simulate(three, policy="static", max_batch=2, step_time_s=1.0).latency_s.
 # %% [markdown]
 # The simulator does the same bookkeeping for thousands of requests. It never loops over
 # every token: each step costs a constant amount of work plus a logarithmic amount per
-# event (an admission, a completion, a preemption), which is why the benchmark in
-# `benchmarks/bench_sim.py` replays 10,000 requests and about 2.5 million decode tokens in
-# well under a second.
+# event (an admission, a completion, a preemption), so even a large workload replays
+# quickly. `benchmarks/bench_sim.py` times a big one on your machine.
 #
 # ## Static vs continuous on uneven outputs
 #
@@ -195,13 +194,27 @@ for name, ys in spread.items():
 ax.axhline(8, color="grey", lw=0.8, ls="--", label="Anyscale: ~8x throughput (their workload)")
 ax.legend()
 fig.tight_layout()
+# The caption's claims, checked: a tie at zero spread, the latency ratio past 8x at the
+# heaviest tail, and the wall-clock ratio flat (within 10%) from spread 1.5 to 2.
+assert round(spread["wall-clock"][0], 6) == round(spread["mean latency"][0], 6) == 1.0
+assert spread["mean latency"][-1] > 8
+assert abs(spread["wall-clock"][-1] / spread["wall-clock"][-2] - 1) < 0.1
+
+# %% tags=["remove-cell"]
+for key, name in (("wall", "wall-clock"), ("lat", "mean latency")):
+    glue(f"spread_{key}_exp", f"{spread[name][cvs.index(1.0)]:.1f}x")
+    glue(f"spread_{key}_heavy", f"{spread[name][-1]:.1f}x")
+glue("spread_max_cv", f"{cvs[-1]:.0f}")
 
 # %% [markdown]
 # *Figure: median ratio over five seeds against the spread of output lengths (mean fixed at
 # 256 tokens, 40 slots). At zero spread the two schedulers tie (ratio 1); the exponential
-# (spread 1) gives about the syllabus's 2.8x and 5x. With heavier tails the latency ratio
-# climbs past the 8x Anyscale measured, while the wall-clock ratio levels off near 3: one
-# very long request then sets the end of the run for both schedulers.*
+# (spread 1) gives {glue:text}`spread_wall_exp` in wall-clock and {glue:text}`spread_lat_exp`
+# in mean latency, close to the single-seed figures above. At spread
+# {glue:text}`spread_max_cv` the latency ratio reaches {glue:text}`spread_lat_heavy`, past
+# the 8x Anyscale measured, while the wall-clock ratio has flattened at
+# {glue:text}`spread_wall_heavy`: one very long request then sets the end of the run for
+# both schedulers.*
 #
 # **Beginner mistake: static batching with variable output lengths.** The wrong cell runs a
 # chat workload with a static scheduler; the right one changes only the policy.
@@ -215,7 +228,7 @@ print(f"right (continuous): {right.makespan_s:6.1f} s wall-clock, {right.mean_la
 assert right.makespan_s < wrong.makespan_s and right.mean_latency_s < wrong.mean_latency_s
 
 # %% [markdown]
-# ## Retire before admit
+# ## Free the slot, then fill it
 #
 # Continuous batching is one ordering rule: at the top of each step, first free the slots
 # and memory of sequences that finished in the last step, *then* admit. Reverse it, and
@@ -226,20 +239,22 @@ assert right.makespan_s < wrong.makespan_s and right.mean_latency_s < wrong.mean
 # NBVAL_CHECK_OUTPUT
 late = simulate(three, max_batch=2, step_time_s=1.0, retire_before_admit=False)
 print(f"three requests, admit then retire: latencies {late.latency_s.tolist()} s (right: [1, 3, 3])")
+slow = {}
 for mean_out in (256, 8):
     outs = workloads.output_lengths(184, mean_out, 1.0, seed=0, max_len=4096)
     kw = dict(requests=workloads.make_requests(0.0, 128, outs, 4096), max_batch=40, step_time_s=0.025)
-    slow = simulate(retire_before_admit=False, **kw).makespan_s / simulate(**kw).makespan_s - 1
-    print(f"backlog with mean output {mean_out:>3} tokens: admit-then-retire takes {slow:.1%} longer")
-assert late.latency_s.tolist() == [1, 3, 4] and slow > 0.05
+    slow[mean_out] = simulate(retire_before_admit=False, **kw).makespan_s / simulate(**kw).makespan_s - 1
+    print(f"backlog with mean output {mean_out:>3} tokens: admit-then-retire takes {slow[mean_out]:.1%} longer")
+assert late.latency_s.tolist() == [1, 3, 4]
+assert (round(slow[256], 3), round(slow[8], 3)) == (0.003, 0.075)
 
 # %% [markdown]
 # Each request holds its slot one step too long: about one step in (mean output + 1). With
 # 256-token answers that is noise; with short ones (classification, tool calls, 8 tokens
-# on average) it costs several percent of throughput. Retiring first is what makes the
-# batch *continuous*.
+# on average) it is the 7.5% printed above. Get this ordering wrong and the batch is
+# refilled, but always a step late.
 #
-# ## Admission control: budget the final length
+# ## Admission control: reserve room for the whole answer
 #
 # Each running sequence grows by one token of KV per step. A scheduler that admits on the
 # *final* length (prompt + `max_output_len`, the cap the client asked for) reserves that
@@ -251,7 +266,7 @@ assert late.latency_s.tolist() == [1, 3, 4] and slow > 0.05
 # A nightly job submits twenty long reports (1,000-token prompts, 1,000-token answers);
 # chat traffic trickles in beside them (500-token prompts, exponential answers with mean
 # 300 tokens, at most 1,000). The replica has 40,000 tokens of KV: exactly the twenty
-# reports' final length. Admission budgets the prompt.
+# reports' final length. The scheduler lets a request in as soon as its prompt fits.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -267,6 +282,7 @@ print(f"prompt admission: {oom.n_oom_events} OOM, {oom.n_oom_killed} requests ki
 print(f"final admission:  {safe.n_oom_killed} killed, {safe.n_completed} of 60 completed, "
       f"mean latency {safe.mean_latency_s:.1f} s")
 assert (oom.n_oom_killed, oom.n_oom_killed_90pct_done, safe.n_completed) == (23, 20, 60)
+assert oom.oom_tokens_lost == 18_494
 
 # %% tags=["remove-cell"]
 glue("oom_killed", f"{oom.n_oom_killed}")
@@ -275,8 +291,8 @@ glue("oom_lost", f"{oom.oom_tokens_lost:,}")
 
 # %% [markdown]
 # Replayed: chat requests were admitted because their prompts fitted beside the reports'
-# prompts. Every step all of them grew; when the cache overflowed, the out-of-memory error
-# took down the whole in-flight batch: {glue:text}`oom_killed` requests, including
+# prompts. Every step all of them grew; when the cache overflowed, a single out-of-memory
+# error ended every sequence in flight: {glue:text}`oom_killed` requests, including
 # {glue:text}`oom_90` reports that were at least 90% done, and {glue:text}`oom_lost`
 # generated tokens. Final admission makes the chat requests wait for room instead, and
 # everything completes.
@@ -308,12 +324,15 @@ print(f"right (final):  {right.n_completed} completed in {right.makespan_s:.2f} 
 assert (wrong.n_oom_killed, right.n_completed) == (4, 4)
 
 # %% [markdown]
-# ## A request that can never fit
+# ## Requests larger than the whole cache
 #
 # A request whose final length exceeds the *whole* KV budget cannot run even on an empty
-# replica. The scheduler must reject it on arrival, with a reason. Queue it instead and,
+# replica. The scheduler must turn it away on arrival, with a reason. Queue it instead and,
 # first come first served, it sits at the head of the queue forever, and so does everyone
 # behind it.
+#
+# **Beginner mistake: queueing a request that can never fit.** One 50,000-token request
+# arrives ahead of the chat traffic, on the 40,000-token cache.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -330,7 +349,7 @@ assert (right.n_rejected, right.n_completed, wrong.n_starved) == (1, 40, 41)
 # vLLM does the same: a prompt longer than the cache can hold is marked as ignored with a
 # warning rather than scheduled.
 #
-# ## Paged KV: blocks on demand
+# ## Paged KV: memory that grows with the sequence
 #
 # Reserving each request's maximum length in one contiguous slab wastes memory three ways:
 # the unused tail of the reservation, internal fragmentation, and gaps between slabs.
@@ -372,11 +391,18 @@ contig, paged = paged_runs["contiguous, reserve max"], paged_runs["paged, reserv
 over = paged_runs["paged, over-commit + recompute"]
 assert 0.204 <= 1 - contig.kv_waste_fraction <= 0.382 and paged.kv_waste_fraction < 0.04
 assert all(r.n_completed == n_chat for r in paged_runs.values())
+batch_gain = np.average(over.trace.batch, weights=over.trace.step_s) / np.average(contig.trace.batch,
+                                                                               weights=contig.trace.step_s)
+speedup = over.throughput_tokens_per_s / contig.throughput_tokens_per_s
+print(f"over-commit vs contiguous: {batch_gain:.1f}x the mean batch, {speedup:.1f}x the throughput")
+assert (round(1 - contig.kv_waste_fraction, 2), round(paged.kv_waste_fraction, 3)) == (0.29, 0.010)
+assert (round(batch_gain, 1), round(speedup, 1)) == (2.6, 1.9)
 
 # %% tags=["remove-cell"]
 glue("contig_used", f"{1 - contig.kv_waste_fraction:.0%}")
 glue("paged_waste", f"{paged.kv_waste_fraction:.1%}")
-glue("overcommit_speedup", f"{over.throughput_tokens_per_s / contig.throughput_tokens_per_s:.1f}x")
+glue("overcommit_speedup", f"{speedup:.1f}x")
+glue("overcommit_batch_gain", f"{batch_gain:.1f}x")
 
 # %% [markdown]
 # Three findings. Reserving the maximum length keeps token states in only
@@ -384,8 +410,8 @@ glue("overcommit_speedup", f"{over.throughput_tokens_per_s / contig.throughput_t
 # earlier systems. Paging alone cuts the waste to {glue:text}`paged_waste`, but *admission*
 # still reserves the maximum, so concurrency does not change. The gain comes from
 # over-committing: admit on what is allocated now, and let {term}`preemption <Preemption>` handle the
-# rare overflow. That is safe over-commit, and here it gives {glue:text}`overcommit_speedup`
-# the throughput.
+# rare overflow. Because an overflow now costs a preemption rather than a batch, the bet is
+# recoverable, and here it gives {glue:text}`overcommit_speedup` the throughput.
 
 # %%
 fig, ax = plots.new_axes("time (s)", "KV tokens", "memory held vs memory storing tokens (60,000-token cache)")
@@ -398,9 +424,10 @@ fig.tight_layout()
 
 # %% [markdown]
 # *Figure: the first 40 s. With contiguous reservation (blue) the cache is full of
-# reservations (solid) while the tokens actually stored (dotted) fill under a third of it.
-# Paged over-commit (orange) holds what it stores, the two lines nearly on top of each
-# other, and runs more than twice as many sequences in the same memory.*
+# reservations (solid) while the tokens actually stored (dotted) fill a small part of it
+# ({glue:text}`contig_used` on average). Paged over-commit (orange) holds what it stores,
+# the two lines nearly on top of each other, and runs {glue:text}`overcommit_batch_gain`
+# as many sequences on average in the same memory.*
 #
 # ### Prefix sharing
 #
@@ -419,19 +446,29 @@ no_sharing = [Request(q.arrival_s, q.prompt_len + sys_prompt, q.output_len, q.ma
 share_kw = dict(max_batch=256, kv_capacity_tokens=60_000, block_size=16, admission="prompt",
                 preemption="recompute", step_time_s=step)
 shared_run, private_run = simulate(with_prefix, **share_kw), simulate(no_sharing, **share_kw)
+prefix_batch = {}
 for name, r in (("private copies", private_run), ("shared prefix", shared_run)):
-    mean_batch = np.average(r.trace.batch, weights=r.trace.step_s)
-    print(f"{name:<15} mean batch {mean_batch:5.1f}, mean latency {r.mean_latency_s:5.2f} s, "
+    prefix_batch[name] = np.average(r.trace.batch, weights=r.trace.step_s)
+    print(f"{name:<15} mean batch {prefix_batch[name]:5.1f}, mean latency {r.mean_latency_s:5.2f} s, "
           f"preemptions {r.n_preempted}")
+prefix_gain = prefix_batch["shared prefix"] / prefix_batch["private copies"]
+prefix_blocks = sys_prompt // share_kw["block_size"]
+print(f"sharing the {prefix_blocks}-block prefix runs {prefix_gain:.1f}x the mean batch")
 assert shared_run.mean_latency_s < private_run.mean_latency_s
+assert (prefix_blocks, round(prefix_gain, 1)) == (64, 2.2)
+
+# %% tags=["remove-cell"]
+glue("prefix_blocks", f"{prefix_blocks}")
+glue("prefix_gain", f"{prefix_gain:.1f}x")
 
 # %% [markdown]
-# Each private copy of the system prompt costs 64 blocks; shared, the 64 blocks are paid
-# once, so the same cache runs about twice as many sequences and each waits less.
+# Each private copy of the system prompt costs {glue:text}`prefix_blocks` blocks; shared,
+# those blocks are paid once, so the same cache runs {glue:text}`prefix_gain` as many
+# sequences on average and each waits less.
 #
-# ## Preemption under memory pressure
+# ## Preemption: when the over-commit bet loses
 #
-# Over-commit bets that not every sequence will reach its cap at once. When the bet loses,
+# Over-commit bets that not every sequence will reach its cap at once. When it loses,
 # a step needs more blocks than are free, and the scheduler evicts the most recently
 # admitted sequence: either it drops its blocks and later *recomputes* them with one prefill
 # of prompt plus generated tokens, or it *swaps* them to host memory and copies them back.
@@ -462,8 +499,9 @@ for cap in (60_000, 30_000):
 # ## Chunked prefill: a long prompt during decode
 #
 # Without chunking, a new request's whole prompt is processed in the step that admits it,
-# and every running sequence waits for that step: a 16,384-token prompt stretches one
-# decode step from a few milliseconds to about a quarter of a second.
+# and every running sequence waits for that step: below, a 16,384-token prompt stretches
+# one step from the usual {glue:text}`chunk_itl_p50` (the median gap between tokens) to
+# {glue:text}`chunk_spike_none`.
 # {term}`Chunked prefill` {cite}`agrawal2024sarathi` caps the tokens per step (`max_batched_tokens`),
 # serves decode tokens first and splits the prompt over several steps. Below: chat traffic
 # (500 requests at 30 per second, 512-token prompts) with eight 16k-token documents arriving
@@ -486,6 +524,18 @@ for chunk, r in chunk_runs.items():
           f"{r.itl_percentile_s(50) * 1e3:>6.1f} ms{r.itl_percentile_s(99) * 1e3:>6.1f} ms"
           f"{r.trace.step_s.max() * 1e3:>8.0f} ms")
 assert chunk_runs[512].itl_percentile_s(99) < chunk_runs[None].itl_percentile_s(99) / 2
+ms = {chunk: (round(np.median(r.ttft_s[is_doc]) * 1e3), round(r.itl_percentile_s(99) * 1e3, 1),
+              round(r.trace.step_s.max() * 1e3)) for chunk, r in chunk_runs.items()}
+assert ms == {None: (271, 18.3, 276), 2048: (302, 33.2, 33), 512: (307, 8.3, 8)}
+
+# %% tags=["remove-cell"]
+doc_ttft_ms = {chunk: np.median(r.ttft_s[is_doc]) * 1e3 for chunk, r in chunk_runs.items()}
+glue("chunk_itl_p50", f"{chunk_runs[None].itl_percentile_s(50) * 1e3:.0f} ms")
+glue("chunk_ttft_cost", f"{doc_ttft_ms[512] - doc_ttft_ms[None]:.0f} ms")
+glue("chunk_pieces_2048", f"{docs[0].prompt_len // 2048}")
+for chunk in (None, 2048, 512):
+    glue(f"chunk_spike_{str(chunk).lower()}", f"{chunk_runs[chunk].trace.step_s.max() * 1e3:.0f} ms")
+    glue(f"chunk_p99_{str(chunk).lower()}", f"{chunk_runs[chunk].itl_percentile_s(99) * 1e3:.1f} ms")
 
 # %%
 fig, ax = plots.new_axes("time (s)", "step time = inter-token latency (ms)", "Llama-3-8B on H100, roofline step times")
@@ -498,29 +548,32 @@ fig.tight_layout()
 
 # %% [markdown]
 # *Figure: each step's duration, which every running sequence feels as the gap between two
-# of its tokens. Unchunked, each document arrival is a spike of over 250 ms (eight spikes,
-# one per second); with 512-token chunks the spikes flatten to a few milliseconds above
-# an ordinary step, spread over more steps.*
+# of its tokens. Unchunked, each document arrival is a spike of {glue:text}`chunk_spike_none`
+# (eight spikes, one per second); with 512-token chunks no step exceeds
+# {glue:text}`chunk_spike_512`, against {glue:text}`chunk_itl_p50` for an ordinary step, and
+# each document's prompt is spread over more steps.*
 #
-# Chunking trades a little of the long prompt's own TTFT (about 35 ms here) for everyone
-# else's token stream: the worst gap between two tokens falls from over a quarter of a
-# second to under 10 ms. The chunk size matters. With 2,048-token chunks each document
-# slows eight steps to about 33 ms instead of one step to 276 ms, so the worst case improves
-# but *more* tokens see a slow step and the p99 gets worse. Small chunks, a few hundred
-# tokens, keep every step close to a pure decode step.
+# Chunking trades a little of the long prompt's own TTFT ({glue:text}`chunk_ttft_cost` at
+# the median here) for everyone else's token stream: the worst gap between two tokens falls
+# from {glue:text}`chunk_spike_none` to {glue:text}`chunk_spike_512`. The chunk size
+# matters. With 2,048-token chunks each document slows {glue:text}`chunk_pieces_2048` steps
+# to {glue:text}`chunk_spike_2048` instead of one step to {glue:text}`chunk_spike_none`, so
+# the worst case improves but *more* tokens see a slow step, and the ITL p99 rises from
+# {glue:text}`chunk_p99_none` to {glue:text}`chunk_p99_2048`. Small chunks, a few hundred
+# tokens, keep every step close to a pure decode step ({glue:text}`chunk_p99_512` at p99).
 #
 # ## Two tiers: one deployment or two?
 #
 # ### War story: the shared deployment
 #
-# Interactive chat and an overnight batch job were put on one endpoint to save a replica.
-# Configure a small batch and the batch job crawls; configure a large one and chat latency
-# explodes. Whichever was chosen, one tier was wrong, and the complaints always came from
-# chat. Replay it on two H100s serving Llama-3-8B: chat at 4 requests per second (512-token
-# prompts, exponential answers with mean 200 tokens), and 2,000 documents dumped at t = 0
-# (2,000-token prompts, 400-token answers with spread 0.5). *Shared*: both replicas take
-# half of both tiers, first come first served. *Split*: one replica per tier, each with the
-# batch size that suits it.
+# To save a replica, a team pointed its chat product and its overnight document pipeline
+# at the same endpoint. A batch size small enough to keep chat snappy left the pipeline
+# crawling; one large enough for the pipeline made chat sluggish. No setting suited both,
+# and every time, the people who noticed were the chat users. Replay it on two H100s serving
+# Llama-3-8B: chat at 4 requests per second (512-token prompts, exponential answers with
+# mean 200 tokens), and 2,000 documents dumped at t = 0 (2,000-token prompts, 400-token
+# answers with spread 0.5). *Shared*: both replicas take half of both tiers, first come
+# first served. *Split*: one replica per tier, each with the batch size that suits it.
 
 # %%
 inter = workloads.make_requests(workloads.poisson_arrivals(1200, 4.0, seed=6), 512,
@@ -536,38 +589,51 @@ def two_replicas(first, second, batch_first, batch_second):
 
 
 def tier_report(runs):
+    """Chat TTFT p99 (s), chat TPOT p99 (s) and the time the last document finishes (s)."""
     pick = lambda metric, tier: np.concatenate([getattr(r, metric)[(r.tier == tier) & (r.status == "completed")]
                                                 for r in runs])
     ttft, tpot, batch_lat = pick("ttft_s", "interactive"), pick("tpot_s", "interactive"), pick("latency_s", "batch")
     return np.percentile(ttft, 99), np.percentile(tpot[~np.isnan(tpot)], 99), batch_lat.max()
 
 
-deployments = {f"shared, max_batch={b}": two_replicas(both[0::2], both[1::2], b, b) for b in (16, 256)}
-deployments["split: chat 16, batch 256"] = two_replicas(inter, batch_jobs, 16, 256)
+# %% [markdown]
+# **Beginner mistake: sharing one deployment between interactive and batch tiers.** The
+# wrong runs put both tiers on both replicas, once with a small `max_batch` and once with a
+# large one; the right run gives each tier its own replica.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'':<28}{'chat TTFT p99':>14}{'chat TPOT p99':>15}{'batch job done':>16}")
 tiers = {}
-for name, runs in deployments.items():
-    tiers[name] = tier_report(runs)
-    ttft99, tpot99, done = tiers[name]
+for b in (16, 256):  # wrong: one deployment for both tiers, whichever batch size
+    tiers[f"wrong: shared, max_batch={b}"] = tier_report(two_replicas(both[0::2], both[1::2], b, b))
+# right: two deployments, a small batch for chat and a large one for documents
+tiers["right: split, 16 and 256"] = tier_report(two_replicas(inter, batch_jobs, 16, 256))
+print(f"{'':<28}{'chat TTFT p99':>14}{'chat TPOT p99':>15}{'batch job done':>16}")
+for name, (ttft99, tpot99, done) in tiers.items():
     print(f"{name:<28}{ttft99:>12.2f} s{tpot99 * 1e3:>12.1f} ms{done:>14.0f} s")
-split = tiers["split: chat 16, batch 256"]
-assert all(split[0] < t[0] / 100 for k, t in tiers.items() if k.startswith("shared"))
+shared_small, shared_large, split = tiers.values()
+assert [(round(t, 2), round(p * 1e3, 1), round(d)) for t, p, d in tiers.values()] == [
+    (179.04, 6.1, 185), (61.65, 20.2, 73), (0.02, 5.3, 137)]
+assert round(shared_large[1] / split[1], 1) == 3.8
+
+# %% tags=["remove-cell"]
+for key, (ttft99, tpot99, done) in (("small", shared_small), ("large", shared_large), ("split", split)):
+    glue(f"tier_done_{key}", f"{done:.0f} s")
+glue("tier_ttft_small", f"{shared_small[0]:.0f} s")
+glue("tier_ttft_large", f"{shared_large[0]:.0f} s")
+glue("tier_ttft_split", f"{split[0] * 1e3:.0f} ms")
+glue("tier_tpot_split", f"{split[1] * 1e3:.1f} ms")
+glue("tier_tpot_gain", f"{shared_large[1] / split[1]:.1f}x")
 
 # %% [markdown]
-# With a small batch the document job takes longest *and* chat's tail waits minutes
-# behind documents in the queue; with a large batch the job finishes soonest (it has two
-# replicas) but chat's p99 TTFT is still about a minute and its TPOT quadruples. Split, chat
-# gets its first token in tens of milliseconds with a steady TPOT, and the document job
-# still finishes in a little over two minutes on one replica. The tiers want different
-# things (latency vs throughput), and one batch size cannot serve both.
-#
-# **Beginner mistakes: queueing a request that can never fit, and sharing one deployment
-# between tiers.** Both are above as wrong-and-right runs: the rejected 50,000-token request
-# (wrong: 41 requests starve), and the shared deployment (wrong: a chat TTFT p99 of a minute
-# or more at either batch size; right: two deployments).
+# With a small batch the document job takes longest ({glue:text}`tier_done_small`) *and*
+# chat's p99 TTFT is {glue:text}`tier_ttft_small`, spent queued behind documents. With a
+# large batch the job finishes soonest ({glue:text}`tier_done_large`: it has two replicas),
+# but chat's p99 TTFT is still {glue:text}`tier_ttft_large` and its p99 TPOT is
+# {glue:text}`tier_tpot_gain` the split deployment's. Split, chat's p99 TTFT is
+# {glue:text}`tier_ttft_split` with a p99 TPOT of {glue:text}`tier_tpot_split`, and the
+# document job still finishes in {glue:text}`tier_done_split` on one replica. The tiers
+# want different things (latency vs throughput), and one batch size cannot serve both.
 #
 # ## Summary: the numbers to carry
 #
@@ -579,9 +645,11 @@ assert all(split[0] < t[0] / 100 for k, t in tiers.items() if k.startswith("shar
 # | paged KV waste | {glue:text}`paged_waste` (vLLM paper: under 4%) |
 # | paged over-commit with preemption vs reservation | {glue:text}`overcommit_speedup` the throughput |
 #
-# Retire, then admit, at every step. Budget the final length or preempt; never let growth
-# kill a batch. Reject what can never fit. Page the cache and over-commit safely. Chunk
-# long prefills. Give interactive and batch traffic their own deployments.
+# In short: free the slots of finished sequences before filling them; reserve each
+# request's whole final length unless the scheduler can preempt; turn away, on arrival,
+# anything larger than the whole cache; allocate the cache in blocks so that over-committing
+# it costs a preemption rather than a batch; split long prompts into chunks; and run chat
+# and bulk jobs on separate replicas.
 #
 # ## Exercises
 #

@@ -138,6 +138,25 @@ def test_tiers_reported_separately():
     assert r.percentile("latency_s", 50, tier="interactive") == 2
 
 
+
+@pytest.mark.parametrize("max_batch", [16, 256])
+def test_shared_deployment_starves_chat_whatever_the_batch_size(max_batch):
+    # Two replicas, chat arriving at 4/s and 1,000 documents dumped at t = 0. Shared, both
+    # replicas serve both tiers first come first served, so chat queues behind documents;
+    # split, chat has a replica of its own. Observed ratio about 3,000x at max_batch 16 and
+    # 860x at 256; a factor of 100 leaves a wide margin.
+    step = roofline_step_time(get_model("llama-3-8b"), "h100-sxm")
+    chat = workloads.make_requests(workloads.poisson_arrivals(200, 4.0, seed=0), 256,
+                                   workloads.output_lengths(200, 100, 1.0, seed=1, max_len=512), 512)
+    docs = workloads.make_requests(0.0, 1000, workloads.output_lengths(1000, 200, 0.5, seed=2, max_len=512),
+                                   512, tier="batch")
+    both = sorted(chat + docs, key=lambda q: q.arrival_s)
+    shared = [simulate(half, max_batch=max_batch, step_time_s=step) for half in (both[0::2], both[1::2])]
+    split = simulate(chat, max_batch=16, step_time_s=step)
+    shared_ttft = np.concatenate([r.ttft_s[r.tier == "interactive"] for r in shared])
+    assert all(r.n_completed == len(r.status) for r in shared) and split.n_completed == len(chat)
+    assert np.percentile(shared_ttft, 99) > 100 * split.percentile("ttft_s", 99)
+
 def test_syllabus_uneven_outputs_reproduced():
     kw = workloads.uneven_outputs(seed=0)
     st, co = simulate(policy="static", **kw), simulate(policy="continuous", **kw)
