@@ -14,26 +14,26 @@ def test_every_reference_computes():
 
 
 def test_right_answer_passes(capsys):
-    assert check("kv-1", 131072) is True
+    assert check("kv-1", 131072)
     assert "correct" in capsys.readouterr().out
 
 
 def test_gb_vs_gib_hint(capsys):
-    assert check("kv-2", 4 * 2**30 / 1e9) is False
+    assert not check("kv-2", 4 * 2**30 / 1e9)
     assert "GiB" in capsys.readouterr().out
 
 
 def test_heads_vs_kv_heads_hint(capsys):
-    assert check("kv-1", 8 * 131072) is False
+    assert not check("kv-1", 8 * 131072)
     assert "KV heads" in capsys.readouterr().out
 
 
 def test_unknown_id_and_wrong_type_do_not_raise(capsys):
-    assert check("kv-999", 1) is False
+    assert not check("kv-999", 1)
     assert "unknown exercise id" in capsys.readouterr().out
-    assert check("kv-1", "131072 bytes") is False
+    assert not check("kv-1", "131072 bytes")
     assert "expected a number" in capsys.readouterr().out
-    assert check("kv-1", ...) is False
+    assert not check("kv-1", ...)
     assert "not attempted" in capsys.readouterr().out
 
 
@@ -67,7 +67,7 @@ def test_no_hint_for_an_unrelated_answer():
 def test_exact_answers_and_off_by_one(capsys):
     ref = REGISTRY["kv-3"].reference()
     assert check("kv-3", ref) and check("kv-3", float(ref))
-    assert check("kv-3", ref + 1) is False
+    assert not check("kv-3", ref + 1)
     out = capsys.readouterr().out
     assert "must be exact" in out and "off by one" in out
 
@@ -90,7 +90,7 @@ class Hostile:
 def test_odd_answers_never_raise_and_are_wrong(answer, capsys, tmp_path, monkeypatch):
     log = tmp_path / "results.jsonl"
     monkeypatch.setenv(RESULTS_ENV, str(log))
-    assert check("kv-1", answer) is False
+    assert not check("kv-1", answer)
     assert "expected" in capsys.readouterr().out
     assert json.loads(log.read_text()) == {"exercise": "kv-1", "status": "wrong"}
 
@@ -101,7 +101,7 @@ def test_a_failing_reference_is_recorded_as_error(capsys, tmp_path, monkeypatch)
     monkeypatch.setitem(REGISTRY, "zz-1", Exercise("zz-1", broken))
     log = tmp_path / "results.jsonl"
     monkeypatch.setenv(RESULTS_ENV, str(log))
-    assert check("zz-1", 1) is False
+    assert not check("zz-1", 1)
     assert "could not be computed" in capsys.readouterr().out
     assert json.loads(log.read_text()) == {"exercise": "zz-1", "status": "error"}
 
@@ -116,7 +116,7 @@ def test_bool_and_string_references(monkeypatch):
 
 def test_an_unwritable_results_file_does_not_stop_the_learner(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "missing" / "results.jsonl"))
-    assert check("kv-1", 131072) is True
+    assert check("kv-1", 131072)
     assert "could not record" in capsys.readouterr().out
 
 
@@ -129,3 +129,12 @@ def test_registering_bad_exercises_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         exercise(**kwargs)(lambda: 1)
     assert "zz-9" not in REGISTRY
+
+
+def test_correct_answer_feedback_does_not_reveal_the_value_and_shows_no_bare_true(capsys):
+    result = check("kv-1", 131072)
+    assert result == True and bool(result) and repr(result) == "True"  # noqa: E712
+    out = capsys.readouterr().out
+    assert out.strip() == "[check] kv-1: correct" and "131072" not in out
+    assert hasattr(result, "_ipython_display_")        # Jupyter shows nothing for the return value
+    assert not check("kv-1", 1) and check("kv-1", 1) == False  # noqa: E712

@@ -125,7 +125,35 @@ def _compare(ex: Exercise, ref, answer) -> tuple[bool, str]:
     return False, f"{msg} {hint}".rstrip()
 
 
-def check(exercise_id: str, answer=...) -> bool:
+class Checked:
+    """What :func:`check` returns: truthy when the answer passed.
+
+    It compares equal to True or False, and shows nothing when it is a notebook cell's last
+    value (the printed feedback is enough; a bare ``True`` under every exercise is noise).
+    """
+
+    __slots__ = ("passed",)
+
+    def __init__(self, passed: bool):
+        self.passed = bool(passed)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __eq__(self, other) -> bool:
+        return self.passed == other
+
+    def __hash__(self) -> int:
+        return hash(self.passed)
+
+    def __repr__(self) -> str:
+        return repr(self.passed)
+
+    def _ipython_display_(self) -> None:
+        """Display nothing in IPython/Jupyter."""
+
+
+def check(exercise_id: str, answer=...) -> Checked:
     """Compare ``answer`` with the servelib reference for ``exercise_id``; print and record.
 
     Numbers pass within the exercise's stated relative tolerance (``Exercise.rtol``; 0
@@ -137,8 +165,13 @@ def check(exercise_id: str, answer=...) -> bool:
     a wrong type, NaN or infinity prints a clear message and returns False. The result
     (``passed``, ``wrong``, ``not attempted``, or ``error`` if the reference itself fails)
     is appended as a JSON line to the file named by ``$SERVELIB_GRADING_RESULTS`` when set.
-    Returns True when correct.
+    Returns a :class:`Checked`, truthy when correct. The feedback on a correct answer does
+    not repeat the reference value, so a rendered page does not give answers away.
     """
+    return Checked(_check(exercise_id, answer))
+
+
+def _check(exercise_id, answer) -> bool:
     ex = REGISTRY.get(exercise_id) if isinstance(exercise_id, str) else None
     if ex is None:
         known = ", ".join(sorted(REGISTRY)) or "none loaded"
@@ -157,8 +190,7 @@ def check(exercise_id: str, answer=...) -> bool:
         _record(exercise_id, ERROR)
         return False
     if ok:
-        shown = _fmt(float(ref), ex.unit) if _as_number(ref) is not None else repr(ref)
-        print(f"[check] {exercise_id}: correct ({shown})")
+        print(f"[check] {exercise_id}: correct")
     else:
         print(f"[check] {exercise_id}: {message}")
     _record(exercise_id, PASSED if ok else WRONG)
