@@ -73,9 +73,11 @@ plots.apply_style()
 # parameter per token):
 #
 # $$
-# \text{with a cache: } 2P\,(s + n - 1)
-# \qquad
-# \text{without: } \sum_{t=1}^{n} 2P\,(s + t - 1) = 2P\left(ns + \tfrac{n(n-1)}{2}\right).
+# \text{with a cache: } \; 2P\,(s + n - 1),
+# $$
+#
+# $$
+# \text{without: } \; \sum_{t=1}^{n} 2P\,(s + t - 1) = 2P\left(ns + \tfrac{n(n-1)}{2}\right).
 # $$
 #
 # The first grows linearly in $n$; the second quadratically. The cache trades FLOPs for

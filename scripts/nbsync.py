@@ -11,9 +11,9 @@ a pair has drifted.
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import pathlib
-import sys
 import time
 
 import jupytext
@@ -48,6 +48,14 @@ def sync(py: pathlib.Path) -> pathlib.Path:
 
 
 if __name__ == "__main__":
-    paths = [pathlib.Path(p).resolve() for p in sys.argv[1:]] or sorted((ROOT / "notebooks").glob("[0-9]*.py"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip(),
+                                     usage="python scripts/nbsync.py [notebooks/NN_name.py ...]")
+    parser.add_argument("paths", nargs="*", type=pathlib.Path,
+                        help="percent-format chapter sources (default: every notebooks/[0-9]*.py)")
+    args = parser.parse_args()
+    paths = [p.resolve() for p in args.paths] or sorted((ROOT / "notebooks").glob("[0-9]*.py"))
+    for p in paths:
+        if p.suffix != ".py" or not p.is_file():
+            parser.error(f"{p} is not an existing .py chapter source")
     for p in paths:
         sync(p)

@@ -24,6 +24,8 @@ def _value(v, unit: str) -> str:
     if unit == "tokens/month":
         return f"{v / 1e9:.2f} B tokens a month"
     text = f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.3g}"
+    if v == 1 and unit.endswith("s"):          # "1 device", not "1 devices"
+        unit = unit[:-1]
     return f"{text} {unit}".rstrip()
 
 
