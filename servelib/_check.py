@@ -45,10 +45,23 @@ def fraction(name: str, value, *, open_right: bool = False) -> float:
     return v
 
 
+# Above 2**53 a float no longer holds every integer: 1e308 is not a count anyone meant.
+_EXACT_FLOAT_INT = 2**53
+
+
+def _integral_float(value) -> bool:
+    return (isinstance(value, Real) and not isinstance(value, bool) and float(value).is_integer()
+            and abs(float(value)) <= _EXACT_FLOAT_INT)
+
+
 def positive_int(name: str, value) -> int:
-    """Return ``value`` as an int; raise unless it is an integer >= 1."""
+    """Return ``value`` as an int; raise unless it is an integer >= 1.
+
+    A float is accepted when it is a whole number no larger than 2**53 (``8192.0``), not
+    ``8192.5`` nor ``1e308``.
+    """
     if isinstance(value, bool) or not isinstance(value, Integral):
-        if isinstance(value, Real) and not isinstance(value, bool) and float(value).is_integer():
+        if _integral_float(value):
             value = int(value)
         else:
             raise TypeError(f"{name} must be an integer >= 1, got {type(value).__name__} {value!r}")
@@ -59,7 +72,7 @@ def positive_int(name: str, value) -> int:
 
 def non_negative_int(name: str, value) -> int:
     """Return ``value`` as an int; raise unless it is an integer >= 0."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not float(value).is_integer():
+    if isinstance(value, bool) or not (isinstance(value, Integral) or _integral_float(value)):
         raise TypeError(f"{name} must be an integer >= 0, got {type(value).__name__} {value!r}")
     if value < 0:
         raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
@@ -70,4 +83,11 @@ def choice(name: str, value, allowed) -> str:
     """Return ``value``; raise unless it is one of ``allowed``."""
     if value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)!r}, got {value!r}")
+    return value
+
+
+def instance(name: str, value, cls, what: str | None = None):
+    """Return ``value``; raise TypeError naming ``name`` unless it is an instance of ``cls``."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be {what or 'a ' + cls.__name__}, got {type(value).__name__} {value!r}"[:300])
     return value

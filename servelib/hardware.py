@@ -36,6 +36,7 @@ class GPUSpec:
     def __post_init__(self):
         _check.positive("memory_bytes", self.memory_bytes)
         _check.positive("hbm_bandwidth_Bps", self.hbm_bandwidth_Bps)
+        _check.instance("flops", self.flops, dict, "a dict of dtype name -> FLOP/s")
         for k, v in self.flops.items():
             _check.choice("flops dtype", k, DTYPES)
             _check.positive(f"flops[{k!r}]", v)
@@ -109,6 +110,16 @@ def get_gpu(name: str) -> GPUSpec:
     return _GPUS[key]
 
 
+def as_gpu(gpu: GPUSpec | str) -> GPUSpec:
+    """``gpu`` itself if it is a :class:`GPUSpec`, the preset of that name if it is a string.
+
+    Raises TypeError naming ``gpu`` for anything else, KeyError for an unknown name.
+    """
+    if isinstance(gpu, str):
+        return get_gpu(gpu)
+    return _check.instance("gpu", gpu, GPUSpec, "a GPUSpec or a preset name")
+
+
 def ridge_point(gpu: GPUSpec | str, dtype: str = "bf16") -> float:
     """The roofline's ridge point in FLOP/byte: dense peak FLOP/s of ``dtype`` / bandwidth.
 
@@ -116,6 +127,5 @@ def ridge_point(gpu: GPUSpec | str, dtype: str = "bf16") -> float:
     preset name. Example: H100 SXM in bf16, 989.5e12 / 3.35e12 = 295 FLOP/byte.
     Raises ValueError if the part has no dense rate for ``dtype``.
     """
-    if isinstance(gpu, str):
-        gpu = get_gpu(gpu)
+    gpu = as_gpu(gpu)
     return gpu.peak_flops(dtype) / gpu.hbm_bandwidth_Bps

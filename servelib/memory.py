@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from . import _check
-from .hardware import GPUSpec, get_gpu
+from .hardware import GPUSpec, as_gpu
 from .models import ModelSpec
 
 
@@ -39,6 +39,7 @@ def kv_heads_per_device(model: ModelSpec, tp_degree: int = 1) -> int:
     replica of one (so an MQA model's single head is stored on every device).
     Raises ValueError unless ``tp_degree`` divides ``n_kv_heads`` or is a multiple of it.
     """
+    _check.instance("model", model, ModelSpec)
     tp = _check.positive_int("tp_degree", tp_degree)
     h = model.n_kv_heads
     if h % tp and tp % h:
@@ -53,8 +54,7 @@ def kv_bytes_per_token(model: ModelSpec, bytes_per_elem: float = 2, tp_degree: i
     (see :func:`kv_heads_per_device`). ``bytes_per_elem`` is 2 for an fp16/bf16 cache,
     1 for fp8. Example: Llama-3-70B (L=80, H_kv=8, d=128) in fp16 is 327,680 B = 320 KiB.
     """
-    if not isinstance(model, ModelSpec):
-        raise TypeError(f"model must be a ModelSpec, got {type(model).__name__}")
+    _check.instance("model", model, ModelSpec)
     b = _check.positive("bytes_per_elem", bytes_per_elem)
     return 2 * model.n_layers * kv_heads_per_device(model, tp_degree) * model.head_dim * b
 
@@ -147,7 +147,7 @@ def capacity(model: ModelSpec, gpu: GPUSpec | str, *, n_gpus: int, context_len: 
     ``fits`` is False when a device cannot hold its weights plus one full sequence.
     Raises ValueError if ``tp_degree`` does not divide ``n_gpus``.
     """
-    gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    gpu = as_gpu(gpu)
     n_gpus = _check.positive_int("n_gpus", n_gpus)
     tp = n_gpus if tp_degree is None else _check.positive_int("tp_degree", tp_degree)
     if n_gpus % tp:
@@ -171,8 +171,9 @@ def min_tp_degree(model: ModelSpec, gpu: GPUSpec | str, bytes_per_param: float =
     evenly), tried in increasing order. Raises ValueError naming the largest degree tried if
     none fits. Example: 70B fp16 at 8k on 80 GiB cards needs TP=2 (TP=1 cannot hold 130 GiB).
     """
+    _check.instance("model", model, ModelSpec)
     max_tp = _check.positive_int("max_tp", max_tp)
-    gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    gpu = as_gpu(gpu)
     for tp in range(1, max_tp + 1):
         if model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads):
             continue

@@ -97,12 +97,14 @@ class ModelSpec:
         can time. Raises ValueError if the new sizes are inconsistent.
         """
         cfg = {
-            "num_hidden_layers": n_layers or self.n_layers,
-            "hidden_size": hidden_size or self.hidden_size,
-            "num_attention_heads": n_heads or self.n_heads,
-            "num_key_value_heads": n_kv_heads or self.n_kv_heads,
-            "intermediate_size": intermediate_size or self.intermediate_size,
-            "vocab_size": vocab_size or self.vocab_size,
+            # ``is None``, not ``or``: an explicit 0 must be rejected, not replaced by the original.
+            "num_hidden_layers": self.n_layers if n_layers is None else _check.positive_int("n_layers", n_layers),
+            "hidden_size": self.hidden_size if hidden_size is None else _check.positive_int("hidden_size", hidden_size),
+            "num_attention_heads": self.n_heads if n_heads is None else _check.positive_int("n_heads", n_heads),
+            "num_key_value_heads": self.n_kv_heads if n_kv_heads is None else _check.positive_int("n_kv_heads", n_kv_heads),
+            "intermediate_size": (self.intermediate_size if intermediate_size is None
+                                  else _check.positive_int("intermediate_size", intermediate_size)),
+            "vocab_size": self.vocab_size if vocab_size is None else _check.positive_int("vocab_size", vocab_size),
             "hidden_act": "silu",
         }
         if cfg["hidden_size"] % cfg["num_attention_heads"]:
@@ -134,9 +136,10 @@ class ModelSpec:
             raise TypeError(f"cfg must be a config.json dict or a path, got {type(cfg).__name__}")
 
         def get(*keys, default=None):
+            # Counts are checked here, naming the config key, before any arithmetic uses them.
             for k in keys:
                 if k in cfg and cfg[k] is not None:
-                    return cfg[k]
+                    return _check.positive_int(f"config {k}", cfg[k])
             if default is None:
                 raise KeyError(f"config has none of {keys}")
             return default

@@ -7,6 +7,7 @@ context) is separate and small until contexts are long.
 from __future__ import annotations
 
 from . import _check
+from .models import ModelSpec
 
 
 def prefill_flops(n_params: float, n_tokens: int) -> float:
@@ -72,9 +73,10 @@ def serial_step_time_s(flops: float, bytes_moved: float, peak_flops: float, band
 
 
 def _device_share(model, gpu, tp_degree, bytes_per_param):
-    from .hardware import get_gpu
+    from .hardware import as_gpu
     from .memory import weight_bytes
-    gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    _check.instance("model", model, ModelSpec)
+    gpu = as_gpu(gpu)
     tp = _check.positive_int("tp_degree", tp_degree)
     return gpu, tp, weight_bytes(model, bytes_per_param) / tp
 
@@ -129,6 +131,7 @@ def prefill_attention_flops(model, n_tokens: int, batch: int = 1) -> float:
     with the prompt (for Llama-3-70B it reaches 10% of ``2PS`` near 11k tokens).
     Raises ValueError for non-positive sizes.
     """
+    _check.instance("model", model, ModelSpec)
     s = _check.positive_int("n_tokens", n_tokens)
     b = _check.positive_int("batch", batch)
     return 2.0 * model.n_layers * model.n_heads * model.head_dim * s * (s + 1) * b
@@ -141,6 +144,7 @@ def decode_attention_flops_per_step(model, context_len: int, batch: int = 1) -> 
     multiply-add each). Left out of :func:`decode_flops_per_step`; it matters only when the
     context is long compared with ``P / (2 * L * n_heads * head_dim)`` tokens.
     """
+    _check.instance("model", model, ModelSpec)
     c = _check.positive_int("context_len", context_len)
     b = _check.positive_int("batch", batch)
     return 4.0 * model.n_layers * model.n_heads * model.head_dim * c * b
@@ -166,6 +170,7 @@ def decode_intensity(model, batch: int = 1, context_len: int = 1, bytes_per_para
     ``2P / KV``: the KV read does not amortize, so long contexts cap it.
     """
     from .memory import kv_bytes_per_sequence, weight_bytes
+    _check.instance("model", model, ModelSpec)
     b = _check.positive_int("batch", batch)
     flops = decode_flops_per_step(model.n_active_params, b)
     kv = kv_bytes_per_sequence(model, context_len, bytes_per_elem)
@@ -180,6 +185,7 @@ def decode_intensity_limit(model, context_len: int, bytes_per_elem: float = 2) -
     below a device's ridge point, decode at that context never becomes compute-bound.
     """
     from .memory import kv_bytes_per_sequence
+    _check.instance("model", model, ModelSpec)
     return 2.0 * model.n_active_params / kv_bytes_per_sequence(model, context_len, bytes_per_elem)
 
 
@@ -211,6 +217,7 @@ def critical_batch(model, ridge: float, context_len: int = 1, bytes_per_param: f
     import math
 
     from .memory import kv_bytes_per_sequence, weight_bytes
+    _check.instance("model", model, ModelSpec)
     r = _check.positive("ridge", ridge)
     w = weight_bytes(model, bytes_per_param)
     kv = kv_bytes_per_sequence(model, context_len, bytes_per_elem)

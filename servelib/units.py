@@ -6,7 +6,9 @@ two (1 GiB = 2**30 bytes). servelib keeps bytes as bytes and converts only when 
 """
 from __future__ import annotations
 
-from ._check import _real
+import math
+
+from ._check import _real, positive_int
 
 KiB = 2**10
 MiB = 2**20
@@ -29,11 +31,13 @@ def fmt_bytes(n, *, binary: bool = True, digits: int = 3) -> str:
     ``digits`` is the number of significant digits. Trailing zeros are dropped:
     ``fmt_bytes(327680) == '320 KiB'``, ``fmt_bytes(2.5 * GiB) == '2.5 GiB'``.
 
-    Raises TypeError for a non-number and ValueError for NaN or a negative count.
+    Raises TypeError for a non-number and ValueError for NaN, infinity or a negative count, and
+    for ``digits`` that is not an integer >= 1.
     """
     v = _real("n", n)
-    if v < 0:
-        raise ValueError(f"n must be >= 0 bytes, got {n!r}")
+    if not 0 <= v < math.inf:
+        raise ValueError(f"n must be >= 0 bytes and finite, got {n!r}")
+    digits = positive_int("digits", digits)
     for name, size in (_BINARY if binary else _DECIMAL):
         if v >= size:
             return f"{v / size:.{digits}g} {name}"

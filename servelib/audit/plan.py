@@ -275,7 +275,11 @@ def plan_from_dict(data: dict) -> CapacityPlan:
 
 
 def parse_plan(text: str) -> CapacityPlan:
-    """A :class:`CapacityPlan` from TOML text; :class:`PlanError` if the TOML or a field is invalid."""
+    """A :class:`CapacityPlan` from TOML text; :class:`PlanError` if the TOML or a field is invalid.
+
+    Raises TypeError if ``text`` is not a string (read a file with :func:`load_plan`)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string of TOML, got {type(text).__name__}")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -294,6 +298,8 @@ def load_plan(path) -> CapacityPlan:
             text = fh.read().decode("utf-8")
     except OSError as e:
         raise PlanError(str(path), f"cannot read the plan: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise PlanError(str(path), f"is not UTF-8 text (TOML must be): {e.reason} at byte {e.start}") from None
     return parse_plan(text)
 
 

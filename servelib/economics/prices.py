@@ -42,7 +42,10 @@ class TokenPrice:
 
     @property
     def output_to_input_ratio(self) -> float:
-        """How many times an output token costs an input token (4 for gpt-4o)."""
+        """How many times an output token costs an input token (4 for gpt-4o).
+
+        Raises ValueError when the input price is 0 (the ratio has no meaning)."""
+        _check.positive("usd_per_1k_input", self.usd_per_1k_input)
         return self.usd_per_1k_output / self.usd_per_1k_input
 
 
@@ -59,6 +62,10 @@ class PtuPrice:
     usd_per_month: float
     usd_per_month_yearly: float
     source: Source
+
+    def __post_init__(self):
+        for name in ("usd_per_hour", "usd_per_month", "usd_per_month_yearly"):
+            _check.non_negative(name, getattr(self, name))
 
 
 _OPENAI_PRICING = Source("https://openai.com/api/pricing/", "2026-11-29")

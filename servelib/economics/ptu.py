@@ -50,6 +50,7 @@ def ptu_monthly_cost_usd(n_ptu: float, term: str = "monthly", price: PtuPrice = 
     PTU-month. Raises ValueError for a negative count or an unknown term.
     """
     n = _check.non_negative("n_ptu", n_ptu)
+    _check.instance("price", price, PtuPrice)
     per_ptu = {"hourly": price.usd_per_hour * HOURS_PER_MONTH, "monthly": price.usd_per_month,
                "yearly": price.usd_per_month_yearly}[_check.choice("term", term, TERMS)]
     return n * per_ptu
@@ -90,6 +91,7 @@ def ptu_break_even_utilization(output_fraction: float, term: str = "monthly", *,
     gpt-4o at the regional PTU list prices: about 0.95 (monthly), 0.81 (yearly), 5.3
     (hourly: never).
     """
+    _check.instance("token_price", token_price, TokenPrice)
     return break_even_utilization(ptu_monthly_cost_usd(1, term, price),
                                   ptu_capacity_tokens_per_month(1, output_fraction, **kwargs),
                                   token_price.usd_per_1k_input, token_price.usd_per_1k_output,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import _check
 from ..models import get_model
 from .payg import blended_price, break_even_utilization
 from .prices import GPT_4O, H100_USD_PER_GPU_HOUR, MINUTES_PER_MONTH, TokenPrice
@@ -25,6 +26,10 @@ class Commitment:
 
     monthly_usd: float
     capacity_tokens_per_minute: float
+
+    def __post_init__(self):
+        _check.non_negative("monthly_usd", self.monthly_usd)
+        _check.positive("capacity_tokens_per_minute", self.capacity_tokens_per_minute)
 
     @property
     def capacity_tokens_per_month(self) -> float:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from .. import _check
-from ..hardware import GPUSpec, get_gpu
+from ..hardware import GPUSpec, as_gpu
 from ..memory import capacity
 from ..models import ModelSpec
 from ..roofline import decode_tokens_per_s, predict_ttft_s
@@ -66,7 +66,7 @@ def replica_throughput(model: ModelSpec, gpu: GPUSpec | str, *, batch: int, cont
     fraction of it (communication, scheduling and kernels are ignored).
     Raises ValueError if one sequence of ``context_len`` does not fit the replica.
     """
-    gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    gpu = as_gpu(gpu)
     f = _check.fraction("output_fraction", output_fraction)
     want = _check.positive_int("batch", batch)
     tp = _check.positive_int("tp_degree", tp_degree)
@@ -128,7 +128,11 @@ def self_hosted_tco(monthly_tokens: float, tokens_per_gpu_s: float, usd_per_gpu_
     eng = (_check.non_negative("n_engineers", n_engineers)
            * _check.non_negative("usd_per_engineer_year", usd_per_engineer_year) / 12)
     replica_tokens = rate * g * SECONDS_PER_MONTH
-    replicas = max(lo, math.ceil(v / (replica_tokens * u_max) - 1e-12))
+    need = v / (replica_tokens * u_max)
+    if not math.isfinite(need):
+        raise ValueError(f"monthly_tokens ({v:g}) over tokens_per_gpu_s ({rate:g}) needs more replicas "
+                         "than can be counted")
+    replicas = max(lo, math.ceil(need - 1e-12))
     cap = replicas * replica_tokens
     gpu_usd = replicas * g * HOURS_PER_MONTH * price
     util = v / cap

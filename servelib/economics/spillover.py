@@ -60,6 +60,8 @@ def demand_trace(days: int = 30, mean_tpm: float = 60_000, *, diurnal_amplitude:
         length = max(1, int(rng.exponential(dur)))
         shape[start:start + length] += rng.uniform(0, mult - 1)
     shape = shape * rng.lognormal(-sigma**2 / 2, sigma, n) if sigma else shape
+    if not (np.all(np.isfinite(shape)) and shape.mean() > 0):
+        raise ValueError(f"noise is too large: the lognormal factor overflows (got {noise!r})")
     return shape * (mean / shape.mean())
 
 
@@ -95,7 +97,11 @@ class SpilloverResult:
 
 
 def _demand(demand_tpm) -> np.ndarray:
-    d = np.asarray(demand_tpm, dtype=float)
+    try:
+        d = np.asarray(demand_tpm, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"demand_tpm must be a sequence of numbers (tokens per minute), "
+                        f"got {type(demand_tpm).__name__}") from None
     if d.ndim != 1 or d.size == 0:
         raise ValueError(f"demand_tpm must be a non-empty 1-D sequence, got shape {d.shape}")
     if not np.all(np.isfinite(d)) or np.any(d < 0):
@@ -114,6 +120,8 @@ def spillover_cost(demand_tpm, floor_tpm: float, floor_usd_per_tpm_month: float,
     refused. Raises ValueError for negative demand, floors or prices.
     """
     d = _demand(demand_tpm)
+    if not isinstance(spill, (bool, np.bool_)):
+        raise TypeError(f"spill must be True or False, got {type(spill).__name__} {spill!r}")
     floor = _check.non_negative("floor_tpm", floor_tpm)
     unit = _check.non_negative("floor_usd_per_tpm_month", floor_usd_per_tpm_month)
     price = _check.non_negative("blended_usd_per_1k", blended_usd_per_1k)

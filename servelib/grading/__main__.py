@@ -18,7 +18,8 @@ DEFAULT_REFERENCE = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    # isascii: "²".isdigit() is True, yet int("²") fails.
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
     return int(text)
 
@@ -35,7 +36,7 @@ def _positive_seconds(text: str) -> float:
 
 def _shard(text: str) -> tuple[int, int]:
     k, _, n = text.partition("/")
-    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+    if not (text.isascii() and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
         raise argparse.ArgumentTypeError(f"must be K/N with 1 <= K <= N (e.g. 2/4), got {text!r}")
     return int(k), int(n)
 

@@ -6,6 +6,7 @@ and writes it as JSON, printing progress as it goes.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .device import pick_device
@@ -24,7 +25,15 @@ def main(argv=None) -> int:
     ap.add_argument("--device", choices=("cuda", "mps", "cpu"), default=None,
                     help="device (default: CUDA, else MPS, else CPU)")
     args = ap.parse_args(argv)
-    prof = measure_profile(quick=args.quick, device=pick_device(args.device), dtype=args.dtype,
+    # Refuse what would fail only after minutes of measuring: a missing device, an output
+    # path that is a folder.
+    if os.path.isdir(args.out):
+        ap.error(f"--out {args.out} is a folder; give a file name such as {os.path.join(args.out, 'profile.json')}")
+    try:
+        device = pick_device(args.device)
+    except RuntimeError as err:
+        ap.error(f"--device: {err}")
+    prof = measure_profile(quick=args.quick, device=device, dtype=args.dtype,
                            progress=lambda line: print(line, flush=True))
     path = save_profile(prof, args.out)
     print(f"wrote {path}")

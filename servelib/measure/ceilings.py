@@ -30,10 +30,13 @@ def copy_bandwidth_Bps(device: DeviceInfo | None = None, n_bytes: int | None = N
     Each call copies one ``n_bytes`` buffer into another, cycling through ``n_buffers``
     pairs so that no call finds its data in cache; it counts ``2 * n_bytes`` (read and
     write), the convention of the STREAM "copy" benchmark and of GPU datasheets' peak.
-    Raises ValueError for non-positive sizes.
+    Raises ValueError for sizes below one float32 element (4 bytes) or ``n_buffers`` < 1.
     """
     dev = device or pick_device()
-    n = _check.positive_int("n_bytes", n_bytes or default_copy_bytes(dev))
+    # ``is None``, not ``or``: an explicit 0 is an error, not the default size.
+    n = _check.positive_int("n_bytes", default_copy_bytes(dev) if n_bytes is None else n_bytes)
+    if n < 4:
+        raise ValueError(f"n_bytes must be >= 4 (one float32 element), got {n_bytes!r}")
     k = _check.positive_int("n_buffers", n_buffers)
     pairs = [(torch.ones(n // 4, device=dev.kind), torch.empty(n // 4, device=dev.kind))
              for _ in range(k)]
@@ -64,7 +67,7 @@ def matmul_flops(device: DeviceInfo | None = None, dtype: str | None = None, n: 
     """
     dev = device or pick_device()
     dt = torch_dtype(dtype or dev.dtype)
-    n = _check.positive_int("n", n or default_matmul_size(dev))
+    n = _check.positive_int("n", default_matmul_size(dev) if n is None else n)
     g = torch.Generator(device=dev.kind).manual_seed(0)
     ops = [(torch.randn(n, n, generator=g, device=dev.kind).to(dt),
             torch.randn(n, n, generator=g, device=dev.kind).to(dt)) for _ in range(3)]

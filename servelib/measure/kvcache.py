@@ -38,6 +38,7 @@ def allocate_kv_cache(model: ModelSpec, batch: int, context_len: int,
     (fp16 on a CPU, where no arithmetic is done on it). Raises ValueError for non-positive
     sizes; a CUDA out-of-memory propagates as ``torch.cuda.OutOfMemoryError``.
     """
+    _check.instance("model", model, ModelSpec)
     batch = _check.positive_int("batch", batch)
     context_len = _check.positive_int("context_len", context_len)
     dev = device or pick_device()

@@ -132,6 +132,8 @@ def batching_sweep(model: ToyDecoder, batches, context_len: int, ceilings: Ceili
     stopped; any other error propagates. ``progress``, if given, is called with a line of
     text after each batch. Raises ValueError if ``batches`` is empty or not increasing.
     """
+    if not hasattr(batches, "__iter__"):
+        raise TypeError(f"batches must be a sequence of batch sizes, got {type(batches).__name__} {batches!r}")
     batches = [_check.positive_int("batch", b) for b in batches]
     if not batches or any(a >= b for a, b in zip(batches, batches[1:])):
         raise ValueError(f"batches must be a non-empty increasing sequence, got {batches!r}")

@@ -122,9 +122,15 @@ def save_profile(profile: dict, path) -> pathlib.Path:
 
 
 def load_profile(path) -> dict:
-    """Read a profile written by :func:`save_profile`; KeyError names a missing field."""
+    """Read a profile written by :func:`save_profile`; KeyError names a missing field,
+    ValueError (naming the file) a file that is not JSON."""
     with open(path) as fh:
-        prof = json.load(fh)
+        try:
+            prof = json.load(fh)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{os.fspath(path)} is not a hardware profile: not JSON ({err})") from None
+    if not isinstance(prof, dict):
+        raise ValueError(f"{os.fspath(path)} is not a hardware profile: not a JSON object")
     missing = [k for k in REQUIRED if k not in prof]
     if missing:
         raise KeyError(f"{os.fspath(path)} is not a hardware profile: missing {missing}")

@@ -64,6 +64,7 @@ class ToyDecoder:
 
     def __init__(self, spec: ModelSpec, device: DeviceInfo | None = None, dtype: str | None = None,
                  seed: int = 0):
+        _check.instance("spec", spec, ModelSpec)
         if spec.n_experts != 1:
             raise ValueError("the toy decoder is dense: spec.n_experts must be 1")
         self.spec, self.device = spec, device or pick_device()

@@ -248,7 +248,7 @@ def simulate(requests, *, policy: str = "continuous", max_batch: int, kv_capacit
     prefill, at most this many tokens per step, decode tokens first, prompts chunked into
     the rest (>= ``max_batch``; continuous only).
 
-    ``step_time_s``: seconds per step, a constant or a callable ``f(batch, tokens, kv_tokens)``
+    ``step_time_s``: seconds per step (> 0), a constant or a callable ``f(batch, tokens, kv_tokens)``
     of the sequences in the step, the tokens it processes (one per decoding sequence, plus
     prefill tokens, plus the padding rows of a static batch's finished members) and the KV
     tokens stored when it starts (:func:`servelib.sim.roofline_step_time` builds one from
@@ -258,6 +258,8 @@ def simulate(requests, *, policy: str = "continuous", max_batch: int, kv_capacit
     combinations that have no meaning (preemption with final admission, which never runs out
     of memory; preemption or chunked prefill with static batching).
     """
+    if isinstance(requests, Request) or not hasattr(requests, "__iter__"):
+        raise TypeError(f"requests must be a sequence of servelib.sim.Request, got {type(requests).__name__}")
     reqs = list(requests)
     for k, r in enumerate(reqs):
         if not isinstance(r, Request):
@@ -533,7 +535,7 @@ class _Run:
                     completing.append(i)
             batch = self.in_flight
             kv = pool.used_tokens
-            dt = self.dt_const if self.dt_fn is None else float(self.dt_fn(batch, tokens, kv))
+            dt = self.dt_const if self.dt_fn is None else self.step_time(batch, tokens, kv)
             dt += self.swap_cost * self.step_swap
             self.t += dt
             self.s += 1
@@ -570,6 +572,14 @@ class _Run:
                     and (self.static or not (self.held or waiting))):
                 self.coast(trace, arr[order[nxt]] if nxt < n else math.inf)
         return self.result(policy, trace)
+
+    def step_time(self, batch, tokens, kv):
+        """The callable's duration for this step, checked like a constant one: a NaN would stall
+        the clock forever and a negative one run it backwards."""
+        dt = self.dt_fn(batch, tokens, kv)
+        if type(dt) is float and 0 < dt < math.inf:
+            return dt
+        return _check.positive(f"step_time_s({batch}, {tokens}, {kv}) (the callable's result)", dt)
 
     def coast(self, trace, next_arrival_s):
         """Run, in one go, the coming decode steps in which only token counts change.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import _check
-from ..hardware import get_gpu
+from ..hardware import as_gpu
 from ..memory import kv_bytes_per_token, weight_bytes
 from ..roofline import decode_bytes_per_step, prefill_flops, step_time_s
 
@@ -19,7 +19,7 @@ def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: floa
     of ``tp_degree`` devices does its share; communication is ignored, so this is a lower
     bound. ``gpu`` is a GPUSpec or a preset name. Raises like the functions it calls.
     """
-    gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    gpu = as_gpu(gpu)
     tp = _check.positive_int("tp_degree", tp_degree)
     w = weight_bytes(model, bytes_per_param) / tp
     kv_tok = kv_bytes_per_token(model, bytes_per_elem, tp_degree=tp)

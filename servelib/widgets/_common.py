@@ -11,8 +11,9 @@ import io
 
 import matplotlib.pyplot as plt
 
-from ..hardware import get_gpu
-from ..models import get_model
+from .. import _check
+from ..hardware import as_gpu
+from ..models import ModelSpec, get_model
 
 
 def figure_png(fig) -> bytes:
@@ -42,5 +43,6 @@ def safely(report, **kwargs) -> str:
 
 def resolve(model, gpu):
     """``(ModelSpec, GPUSpec)`` from presets' names or the specs themselves (KeyError if unknown)."""
-    return (get_model(model) if isinstance(model, str) else model,
-            get_gpu(gpu) if isinstance(gpu, str) else gpu)
+    return (get_model(model) if isinstance(model, str) else _check.instance("model", model, ModelSpec,
+                                                                            "a ModelSpec or a preset name"),
+            as_gpu(gpu))

@@ -71,6 +71,12 @@ def concurrency_figure(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, 
     """
     m, g = resolve(model, gpu)
     n_gpus = _check.positive_int("n_gpus", n_gpus)
+    # Checked before the title formats them, so a bad value is named rather than mis-formatted.
+    kv_bytes_per_elem = _check.positive("kv_bytes_per_elem", kv_bytes_per_elem)
+    reserve_fraction = _check.fraction("reserve_fraction", reserve_fraction, open_right=True)
+    contexts = list(contexts)
+    if not contexts:
+        raise ValueError("contexts must hold at least one context length")
     if tp_degrees is None:
         tp_degrees = [t for t in TP_DEGREES if n_gpus % t == 0
                       and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)]

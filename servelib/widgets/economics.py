@@ -13,6 +13,7 @@ from .. import _check
 from ..economics import (GPT_4O, blended_price, break_even_utilization, cheapest_floor, floor_at_percentile,
                          ptu_break_even_utilization, spillover_cost)
 from ..economics.prices import MINUTES_PER_MONTH
+from ..economics.spillover import _demand
 from ..economics.scenarios import COMMITMENT, MIX_TRACE, trace
 from ..plots import new_axes
 from ._common import figure_png, report_html, safely
@@ -55,7 +56,9 @@ def break_even_figure(monthly_commitment_usd: float = COMMITMENT.monthly_usd,
     matplotlib figure.
     """
     cap = _check.positive("capacity_tokens_per_minute", capacity_tokens_per_minute) * MINUTES_PER_MONTH
-    c_in, c_out = usd_per_1m_input / 1000, usd_per_1m_output / 1000
+    _check.non_negative("monthly_commitment_usd", monthly_commitment_usd)
+    c_in = _check.non_negative("usd_per_1m_input", usd_per_1m_input) / 1000
+    c_out = _check.non_negative("usd_per_1m_output", usd_per_1m_output) / 1000
     fig, ax = new_axes("output fraction of tokens (%)", "break-even utilisation (%)",
                        rf"\${monthly_commitment_usd:,.0f}/month for {capacity_tokens_per_minute:,.0f} tokens/min; "
                        rf"PAYG \${usd_per_1m_input:g}/\${usd_per_1m_output:g} per 1M")
@@ -116,7 +119,7 @@ def break_even_calculator(monthly_commitment_usd: float = COMMITMENT.monthly_usd
 
 
 def _floor_inputs(demand_tpm, output_fraction, usd_per_1m_capacity):
-    d = trace() if demand_tpm is None else np.asarray(demand_tpm, dtype=float)
+    d = trace() if demand_tpm is None else _demand(demand_tpm)
     blended = blended_price(GPT_4O.usd_per_1k_input, GPT_4O.usd_per_1k_output, output_fraction)
     unit = _check.non_negative("usd_per_1m_capacity", usd_per_1m_capacity) * MINUTES_PER_MONTH / 1e6
     return d, blended, unit
@@ -154,6 +157,7 @@ def floor_figure(percentile: float = 50, *, demand_tpm=None, output_fraction: fl
     percentile of demand, 0 to 100; the chosen percentile dashed. Returns the figure.
     """
     d, blended, unit = _floor_inputs(demand_tpm, output_fraction, usd_per_1m_capacity)
+    floor_at_percentile(d, percentile)          # checks ``percentile`` before it is drawn
     ps = np.arange(0, 101)
     floors = np.percentile(d, ps)
     spill = [spillover_cost(d, f, unit, blended, spill=True) for f in floors]

@@ -90,6 +90,9 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
     KV memory holds are drawn hollow. Returns the matplotlib figure.
     """
     m, g = resolve(model, gpu)
+    batches = list(batches)
+    if not batches:
+        raise ValueError("batches must hold at least one batch size")
     apply_style()
     peak, bw, ridge = g.peak_flops(dtype), g.hbm_bandwidth_Bps, ridge_point(g, dtype)
     fit = capacity(m, g, n_gpus=tp_degree, context_len=context_len, tp_degree=tp_degree).concurrency
