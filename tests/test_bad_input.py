@@ -186,3 +186,12 @@ def test_measure_cli_names_an_unavailable_device(tmp_path, capsys):
 def test_spillover_accepts_numpy_bools():
     assert spillover_cost([1, 2, 3], 1, 1, 1, spill=np.bool_(False)).unserved_tokens > 0
     assert ptu_monthly_cost_usd(2, "monthly", AZURE_PTU) == 520
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(block_size=10**9), "block_size must be at most"),
+    (dict(block_size=64, kv_capacity_tokens=32), "must not exceed kv_capacity_tokens"),
+])
+def test_simulate_rejects_block_sizes_that_cannot_work(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        simulate([Request(0.0, 8, 4)], max_batch=1, step_time_s=0.01, **kwargs)

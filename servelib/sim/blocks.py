@@ -25,6 +25,11 @@ import math
 from .. import _check
 
 
+#: Largest block the simulator accepts, in tokens. Engines use 8 to 256 (vLLM's default
+#: is 16); the bound keeps a mistyped size from allocating per-phase counters by the billion.
+MAX_BLOCK_SIZE = 65_536
+
+
 class KVPool:
     """The KV budget of a replica, in units (tokens, or blocks when paged).
 
@@ -37,11 +42,16 @@ class KVPool:
     def __init__(self, capacity_tokens, block_size, admission):
         self.paged = block_size is not None
         self.unit = _check.positive_int("block_size", block_size) if self.paged else 1
+        if self.unit > MAX_BLOCK_SIZE:
+            raise ValueError(f"block_size must be at most {MAX_BLOCK_SIZE:,} tokens, got {block_size!r}")
         if capacity_tokens is None:
             self.cap = math.inf
             self.capacity_tokens = math.inf
         else:
             cap_tok = _check.positive_int("kv_capacity_tokens", capacity_tokens)
+            if self.unit > cap_tok:
+                raise ValueError(f"block_size ({self.unit}) must not exceed kv_capacity_tokens ({cap_tok}): "
+                                 "the cache would hold no block")
             self.cap = cap_tok // self.unit
             self.capacity_tokens = cap_tok
         self.final = admission == "final"
