@@ -14,6 +14,12 @@ from .profile import measure_profile, save_profile
 
 
 def main(argv=None) -> int:
+    """Command line ``python -m servelib.measure [--quick] --out PROFILE.json [--dtype D] [--device K]``.
+
+    Measures the device and writes the profile (see :func:`servelib.measure.measure_profile`).
+    Returns the exit status: 0 when written, 2 for a usage error (an unavailable device, an
+    ``--out`` that is a folder) reported before anything is measured.
+    """
     ap = argparse.ArgumentParser(
         prog="python -m servelib.measure",
         description="Measure this machine (copy bandwidth, matmul FLOP/s, prefill and decode of a toy "

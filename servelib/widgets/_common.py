@@ -46,3 +46,23 @@ def resolve(model, gpu):
     return (get_model(model) if isinstance(model, str) else _check.instance("model", model, ModelSpec,
                                                                             "a ModelSpec or a preset name"),
             as_gpu(gpu))
+
+
+def assemble(controls: dict, report, image, update, *, split: int | None = None):
+    """Wire a calculator: ``update`` runs now and on every change of a control.
+
+    Returns a ``VBox`` of the controls (in two columns when ``split`` gives the first
+    column's length), the report and the image, with ``.controls``, ``.report`` and
+    ``.image`` kept as handles for tests and curious readers.
+    """
+    import ipywidgets as w
+
+    for c in controls.values():
+        c.observe(update, names="value")
+    update()
+    widgets = list(controls.values())
+    panel = (w.VBox(widgets) if split is None
+             else w.HBox([w.VBox(widgets[:split]), w.VBox(widgets[split:])]))
+    box = w.VBox([panel, report, image])
+    box.controls, box.report, box.image = controls, report, image
+    return box

@@ -22,7 +22,7 @@ from ..memory import capacity
 from ..models import list_models
 from ..plots import new_axes
 from ..units import fmt_bytes
-from ._common import figure_png, report_html, resolve, safely
+from ._common import assemble, figure_png, report_html, resolve, safely
 
 #: KV-cache element types the explorer offers, with their bytes per element.
 KV_DTYPES = {"fp16/bf16": 2, "fp8": 1}
@@ -133,10 +133,4 @@ def concurrency_explorer(model: str = "llama-3-70b", gpu: str = "h100-sxm", n_gp
         report.value = report_html(safely(concurrency_report, tp_degree=v["tp_degree"], **kwargs))
         image.value = figure_png(concurrency_figure(**kwargs))
 
-    for c in controls.values():
-        c.observe(update, names="value")
-    update()
-    box = w.VBox([w.HBox([w.VBox(list(controls.values())[:4]), w.VBox(list(controls.values())[4:])]),
-                  report, image])
-    box.controls, box.report, box.image = controls, report, image   # handles for tests and curious readers
-    return box
+    return assemble(controls, report, image, update, split=4)

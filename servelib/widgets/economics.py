@@ -16,7 +16,7 @@ from ..economics.prices import MINUTES_PER_MONTH
 from ..economics.spillover import _demand
 from ..economics.scenarios import COMMITMENT, MIX_TRACE, trace
 from ..plots import new_axes
-from ._common import figure_png, report_html, safely
+from ._common import assemble, figure_png, report_html, safely
 
 _C_IN_1M, _C_OUT_1M = GPT_4O.usd_per_1k_input * 1000, GPT_4O.usd_per_1k_output * 1000
 _FRACTIONS = np.linspace(0, 1, 101)
@@ -110,12 +110,7 @@ def break_even_calculator(monthly_commitment_usd: float = COMMITMENT.monthly_usd
             image.value = figure_png(break_even_figure(marks=(v["output_fraction"],), **fig_kwargs))
         except (ValueError, TypeError):
             pass                                 # the report already says why
-    for c in controls.values():
-        c.observe(update, names="value")
-    update()
-    box = w.VBox([w.VBox(list(controls.values())), report, image])
-    box.controls, box.report, box.image = controls, report, image
-    return box
+    return assemble(controls, report, image, update)
 
 
 def _floor_inputs(demand_tpm, output_fraction, usd_per_1m_capacity):
@@ -204,9 +199,4 @@ def floor_calculator(percentile: float = 50, *, demand_tpm=None, output_fraction
         v = {k: c.value for k, c in controls.items()}
         report.value = report_html(safely(floor_report, demand_tpm=demand_tpm, **v))
         image.value = figure_png(floor_figure(demand_tpm=demand_tpm, **v))
-    for c in controls.values():
-        c.observe(update, names="value")
-    update()
-    box = w.VBox([w.VBox(list(controls.values())), report, image])
-    box.controls, box.report, box.image = controls, report, image
-    return box
+    return assemble(controls, report, image, update)

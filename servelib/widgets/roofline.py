@@ -26,7 +26,7 @@ from ..memory import capacity, kv_bytes_per_sequence, weight_bytes
 from ..models import list_models
 from ..plots import apply_style
 from ..roofline import decode_bytes_per_step, decode_flops_per_step, decode_tokens_per_s, predict_tpot_s
-from ._common import figure_png, report_html, resolve, safely
+from ._common import assemble, figure_png, report_html, resolve, safely
 
 BATCHES = tuple(2**k for k in range(0, 11))      # 1 .. 1,024 sequences
 CONTEXTS = tuple(2**k for k in range(9, 18))     # 512 .. 131,072 tokens
@@ -160,10 +160,4 @@ def roofline_explorer(model: str = "llama-3-8b", gpu: str = "h100-sxm", batch: i
             image.value = b""
             report.value += report_html(f"no figure: {exc}")
 
-    for c in controls.values():
-        c.observe(update, names="value")
-    update()
-    box = w.VBox([w.HBox([w.VBox(list(controls.values())[:3]), w.VBox(list(controls.values())[3:])]),
-                  report, image])
-    box.controls, box.report, box.image = controls, report, image   # handles for tests and curious readers
-    return box
+    return assemble(controls, report, image, update, split=3)
