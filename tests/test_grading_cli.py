@@ -242,3 +242,12 @@ def test_missing_submissions_folder_is_a_usage_error(tmp_path, reference, capsys
     with pytest.raises(SystemExit) as exc:
         main(["grade", str(tmp_path / "nope"), "--reference", str(reference)])
     assert exc.value.code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_an_empty_class_folder_is_a_usage_error_and_writes_no_csv(tmp_path, reference, capsys):
+    (tmp_path / "class").mkdir()
+    out = tmp_path / "grades.csv"
+    with pytest.raises(SystemExit) as exc:
+        main(["grade", str(tmp_path / "class"), "-o", str(out), "--reference", str(reference)])
+    assert exc.value.code == 2 and "no submissions found" in capsys.readouterr().err
+    assert not out.exists()

@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         results = grading.grade(args.submissions, chapters, timeout_s=args.timeout, jobs=args.jobs,
                                 shard_spec=args.shard)
+        if not results and args.shard == (1, 1):   # an empty shard is normal; an empty class is a wrong path
+            raise ValueError(f"no submissions found in {args.submissions}")
         grading.write_csv(results, args.out)
     except (ValueError, OSError) as err:
         parser.exit(2, f"{parser.prog} {args.command}: error: {err}\n")
