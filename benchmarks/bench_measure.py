@@ -56,10 +56,13 @@ def run(quick: bool) -> tuple[dict, float, dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=3)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="profiles measured, each in a fresh process (>= 1); medians are printed")
     ap.add_argument("--full", action="store_true", help="also the full (non-quick) profile")
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
     for quick in ([True, False] if args.full else [True]):
         runs = [run(quick) for _ in range(args.repeats)]
         dev = runs[0][2]["device"]

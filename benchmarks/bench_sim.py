@@ -4,9 +4,9 @@
 
 10,000 requests queued at t = 0, 512-token prompts, exponential outputs with mean 256
 tokens (about 2.56 M decode tokens), continuous batching with max_batch=256 and a
-constant 20 ms step. Three variants: unlimited contiguous KV; a paged cache of 16-token
-blocks (256 x 1,024 tokens); and over-commit with recompute preemption on a tighter
-150,000-token paged cache. Prints the median wall time of the repeats (the machine may
+constant 20 ms step. Four variants: unlimited contiguous KV; a paged cache of 16-token
+blocks (256 x 1,024 tokens); and over-commit on a tighter 150,000-token paged cache, with
+recompute preemption and with swap preemption. Prints the median wall time of the repeats (the machine may
 be shared: take medians, not minima or single runs).
 """
 from __future__ import annotations
@@ -44,5 +44,8 @@ def main(repeats: int = 5) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    main(ap.parse_args().repeats)
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each variant (>= 1); the median is printed")
+    args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    main(args.repeats)
