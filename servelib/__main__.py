@@ -17,8 +17,13 @@ from .audit.report import report
 
 def main(argv=None) -> int:
     """Run the audit CLI on ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m servelib",
-                                     description="Audit LLM-serving capacity plans written in TOML.")
+    parser = argparse.ArgumentParser(
+        prog="python -m servelib",
+        description="Audit LLM-serving capacity plans written in TOML: print each plan's derived "
+                    "figures, then the beginner mistakes found in it.",
+        epilog="Exit status: 0 when every plan is sound, 1 when a mistake is found, 2 when a plan is "
+               "invalid or unreadable. Example plans (one sound, one per mistake, one per war story) "
+               "are in the repository's plans/ folder; servelib.audit.plan documents the fields.")
     parser.add_argument("plans", nargs="+", metavar="plan.toml", help="capacity plan file(s)")
     args = parser.parse_args(argv)
     status = 0
@@ -26,7 +31,9 @@ def main(argv=None) -> int:
         try:
             plan = load_plan(path)
         except PlanError as e:
-            print(f"{path}: invalid plan: {e}", file=sys.stderr)
+            # The error names the file already when it could not be read.
+            msg = str(e)
+            print(msg if msg.startswith(str(path)) else f"{path}: invalid plan: {msg}", file=sys.stderr)
             status = 2
             continue
         if i:
