@@ -57,7 +57,7 @@ from servelib.hardware import get_gpu
 from servelib.memory import (capacity, kv_budget_bytes, kv_bytes_per_sequence, kv_bytes_per_token,
                              max_concurrency, min_tp_degree, vllm_kv_budget_bytes, weight_bytes)
 from servelib.models import get_model, list_models
-from servelib.roofline import generation_flops
+from servelib.roofline import decode_flops_per_step, generation_flops
 from servelib.units import GiB, KiB, fmt_bytes
 from servelib.widgets.concurrency import concurrency_explorer, concurrency_figure
 
@@ -405,14 +405,15 @@ assert not one_card.fits and one_card.concurrency == 0
 # NBVAL_CHECK_OUTPUT
 flops_node = 8 * h100.peak_flops("bf16")
 tokens_per_s_per_user = 20
-from_flops = flops_node / (2 * 70e9 * tokens_per_s_per_user)
+flops_per_token = decode_flops_per_step(70e9)          # 2 x parameters, one token
+from_flops = flops_node / (flops_per_token * tokens_per_s_per_user)
 from_memory = max_concurrency(budget, kv_tok, 8192)
 print(f"wrong (from FLOPs): {from_flops:,.0f} users   right (from memory): {from_memory} users")
 assert (round(from_flops), round(from_flops / from_memory)) == (2827, 15)
 
 # %% tags=["remove-cell"]
 glue("flops_node", f"{flops_node / 1e15:.1f} PFLOP/s")
-glue("flops_token", f"{2 * 70e9 / 1e9:.0f} GFLOP")
+glue("flops_token", f"{flops_per_token / 1e9:.0f} GFLOP")
 glue("users_flops", f"{from_flops:,.0f}")
 glue("flops_error", f"{from_flops / from_memory:.0f}x")
 
