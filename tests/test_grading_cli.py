@@ -103,10 +103,10 @@ def test_student_version_strips_outputs_metadata_widgets_attachments():
     nb = nbformat.v4.new_notebook()
     nb.metadata.update({"kernelspec": {"name": "python3", "display_name": "P"},
                         "widgets": {"state": "SECRET widget"}, "jupytext": {"x": "SECRET"}})
-    code = nbformat.v4.new_code_cell(f"{BEGIN}\nanswer = 42  # SECRET\n{END}\ncheck('kv-1', answer)",
+    code = nbformat.v4.new_code_cell(f"{BEGIN}\nanswer = 31.7  # SECRET\n{END}\ncheck('kv-1', answer)",
                                      execution_count=7, metadata={"tags": ["hide-input", "keep"],
                                                                   "note": "SECRET"})
-    code.outputs = [nbformat.v4.new_output("stream", text="SECRET 42\n")]
+    code.outputs = [nbformat.v4.new_output("stream", text="SECRET 31.7\n")]
     md = nbformat.v4.new_markdown_cell(f"Explain.\n{BEGIN}\nBecause SECRET.\n{END}")
     md["attachments"] = {"a.png": {"image/png": "U0VDUkVU"}}
     statement = nbformat.v4.new_markdown_cell("![fig](attachment:b.png)")
@@ -114,7 +114,8 @@ def test_student_version_strips_outputs_metadata_widgets_attachments():
     nb.cells = [code, md, statement]
     student = student_notebook(nb)
     text = nbformat.writes(student)
-    assert "SECRET" not in text and "U0VDUkVU" not in text and "42" not in text
+    # 31.7 cannot hide in a random hex cell id, as a bare integer could.
+    assert "SECRET" not in text and "U0VDUkVU" not in text and "31.7" not in text
     assert student.cells[0].source == "answer = ...  # your answer here\ncheck('kv-1', answer)"
     assert student.cells[0].metadata == {"tags": ["keep"]} and student.cells[0].execution_count is None
     assert student.cells[1].source == "Explain.\n_Your answer here._"
