@@ -47,7 +47,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is Non
 from servelib.measure import allocate_kv_cache, pick_device
 
 DEVICE = pick_device()
-print(f"measuring on {DEVICE.kind} ({DEVICE.name}), dtype {DEVICE.dtype}, torch {DEVICE.torch}")
+print(f"measuring on {DEVICE}")
 
 # %%
 from servelib import plots

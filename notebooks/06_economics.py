@@ -49,7 +49,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is Non
 from servelib.measure import pick_device
 
 DEVICE = pick_device()
-print(f"running on {DEVICE.kind} ({DEVICE.name}), torch {DEVICE.torch}")
+print(f"running on {DEVICE}")
 
 # %%
 import numpy as np

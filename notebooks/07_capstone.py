@@ -51,7 +51,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is Non
 from servelib.measure import pick_device
 
 DEVICE = pick_device()
-print(f"measuring on {DEVICE.kind} ({DEVICE.name}), dtype {DEVICE.dtype}, torch {DEVICE.torch}")
+print(f"measuring on {DEVICE}")
 
 # %%
 import dataclasses

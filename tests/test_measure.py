@@ -28,6 +28,11 @@ def finite_positive(x):
     return isinstance(x, float) and math.isfinite(x) and x > 0
 
 
+def test_device_prints_as_the_line_beside_every_figure():
+    assert str(CPU) == f"cpu ({CPU.name}), dtype {CPU.dtype}, torch {torch.__version__}"
+    assert CPU.dtype in {"bf16", "fp32"}
+
+
 def test_timer_and_ceilings_are_positive_and_finite():
     t = time_call(lambda: torch.ones(1000).sum(), CPU, min_run_time=0.01)
     assert finite_positive(t.median_s) and t.n >= 1

@@ -31,6 +31,10 @@ class DeviceInfo:
         """The ``torch.dtype`` for :attr:`dtype`."""
         return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[self.dtype]
 
+    def __str__(self) -> str:
+        """One line to print beside a figure, e.g. 'cuda (NVIDIA H200), dtype bf16, torch 2.13.0'."""
+        return f"{self.kind} ({self.name}), dtype {self.dtype}, torch {self.torch}"
+
     def as_dict(self) -> dict:
         """A plain dict, for JSON."""
         return asdict(self)

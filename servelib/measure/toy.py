@@ -23,15 +23,14 @@ from .device import DeviceInfo, pick_device
 # Scaled-down Llama-3-8B shapes (GQA, head_dim 128) per device and size. The CPU sizes are
 # a few hundred MB of weights: far larger than any CPU cache, so a decode step streams them
 # from DRAM as a GPU streams from HBM. The GPU sizes hold over 1 GB of weights.
+_TINY = dict(n_layers=1, hidden_size=256, n_heads=2, n_kv_heads=1, intermediate_size=512, vocab_size=512)
 _SIZES = {
-    ("cpu", "tiny"): dict(n_layers=1, hidden_size=256, n_heads=2, n_kv_heads=1,
-                          intermediate_size=512, vocab_size=512),
+    ("cpu", "tiny"): _TINY,
+    ("gpu", "tiny"): _TINY,
     ("cpu", "small"): dict(n_layers=2, hidden_size=2048, n_heads=16, n_kv_heads=4,
                            intermediate_size=5632, vocab_size=8192),
     ("cpu", "full"): dict(n_layers=6, hidden_size=2048, n_heads=16, n_kv_heads=4,
                           intermediate_size=5632, vocab_size=8192),
-    ("gpu", "tiny"): dict(n_layers=1, hidden_size=256, n_heads=2, n_kv_heads=1,
-                          intermediate_size=512, vocab_size=512),
     ("gpu", "small"): dict(n_layers=4, hidden_size=4096, n_heads=32, n_kv_heads=8,
                            intermediate_size=14336, vocab_size=32000),
     ("gpu", "full"): dict(n_layers=8, hidden_size=4096, n_heads=32, n_kv_heads=8,
