@@ -199,10 +199,10 @@ def test_timeout_is_enforced_per_notebook(tmp_path, reference):
 
 
 def test_unknown_chapter_gets_one_row_and_matching_is_by_ids_then_name():
-    kv, econ = Chapter("03_kv_cache", tuple(KV_IDS)), Chapter("06_economics", ("econ-1", "econ-2"))
+    kv, econ = Chapter("03_kv_cache", tuple(KV_IDS)), Chapter("07_economics", ("econ-1", "econ-2"))
     chapters = [kv, econ]
     assert match_chapter('check(\\"econ-2\\", answer)', "whatever.ipynb", chapters) is econ
-    assert match_chapter("", "06 Economics - Alice.ipynb", chapters) is econ
+    assert match_chapter("", "07 Economics - Alice.ipynb", chapters) is econ
     assert match_chapter("", "alice/3_kv.ipynb", chapters) is kv
     assert match_chapter("", "ch06.ipynb", chapters) is None  # no leading number, no topic
     assert match_chapter("", "kv_cache_alice.ipynb", chapters) is kv

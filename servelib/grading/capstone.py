@@ -1,4 +1,4 @@
-"""Exercises of the chapter "What good sounds like" (notebooks/07_capstone.ipynb)."""
+"""Exercises of the chapter "What good sounds like" (notebooks/11_capstone.ipynb)."""
 import dataclasses
 
 from ..audit import audit, derive, right_tp_degree

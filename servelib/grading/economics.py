@@ -1,4 +1,4 @@
-"""Exercises of the chapter "Capacity economics: PAYG vs PTU vs self-hosting" (notebooks/06_economics.ipynb)."""
+"""Exercises of the chapter "Capacity economics: PAYG vs PTU vs self-hosting" (notebooks/07_economics.ipynb)."""
 from ..economics import (GPT_4O, GPT_4O_MINI, blended_price, break_even_tokens, floor_at_percentile,
                          ptu_break_even_utilization, ptu_monthly_cost_usd, ptus_needed, replica_throughput,
                          spillover_cost)

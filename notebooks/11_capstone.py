@@ -16,7 +16,7 @@
 # %% [markdown]
 # # What good sounds like
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/07_capstone.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/11_capstone.ipynb)
 #
 # Every earlier chapter answered one question. A capacity plan has to answer all of them at
 # once, for one model on one node, and say which numbers matter and why. This chapter works

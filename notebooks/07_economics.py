@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Capacity economics: PAYG vs PTU vs self-hosting
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/06_economics.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/07_economics.ipynb)
 #
 # Three ways to pay for the same tokens: per token ({term}`PAYG`), per unit of reserved
 # throughput ({term}`PTU`), or per GPU-hour and per engineer (self-hosting). Choosing
