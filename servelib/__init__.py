@@ -1,7 +1,7 @@
 """servelib: the formulas, simulator and economics of the LLM-serving textbook.
 
 Every number the book shows is computed here (or measured by :mod:`servelib.measure`).
-Modules, one idea each: ``units``, ``models``, ``hardware``, ``memory``, ``roofline``,
+Modules, one idea each: ``units``, ``models``, ``hardware``, ``memory``, ``roofline``, ``published``,
 ``measure``, ``sim``, ``economics``, ``grading``, ``audit``, ``plots``, ``widgets``.
 """
 __version__ = "0.1.0"

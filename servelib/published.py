@@ -1,0 +1,102 @@
+"""GPU measurements published by others, to hold servelib's predictions against.
+
+These figures were measured by other people on their hardware. The book labels them
+"published", with their source, and never "measured here". Each record keeps the setup its
+source states, because a figure means little without it (power limits, batch size, compiler).
+
+Sources:
+
+* gpt-fast, README benchmarks section (pytorch-labs/gpt-fast,
+  https://github.com/pytorch-labs/gpt-fast#benchmarks): 8 x A100-80GB power-limited to 330 W,
+  hybrid cube-mesh topology, batch 1, a 5-token prompt, ``torch.compile``. Its
+  "memory bandwidth" column is the bytes of weights read per second per GPU. The README notes
+  that, at that power limit, the achieved peak bandwidth is about 1,700 GB/s (the datasheet says
+  2,039 GB/s).
+* Mixtral-8x7B in gpt-fast (pytorch-labs/gpt-fast issue #225): bf16, TP=2 on A100-80GB,
+  batch 1, about 96 tokens/s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GPT_FAST_SOURCE = "gpt-fast README, benchmarks (https://github.com/pytorch-labs/gpt-fast#benchmarks)"
+GPT_FAST_MIXTRAL_SOURCE = "gpt-fast issue #225 (https://github.com/pytorch-labs/gpt-fast/issues/225)"
+
+#: Achieved peak memory bandwidth of gpt-fast's A100s at their 330 W power limit, as its
+#: README states it (bytes/s).
+GPT_FAST_A100_PEAK_BANDWIDTH_BPS = 1700e9
+
+
+@dataclass(frozen=True)
+class PublishedDecode:
+    """One published decode measurement.
+
+    ``model``: servelib preset name (:func:`servelib.models.get_model`). ``gpu``: the
+    accelerator as the source names it; ``gpu_preset``: the servelib preset it corresponds
+    to, or None when there is none. ``tp_degree``: devices the model is split over.
+    ``weights``: ``"bf16"``, ``"int8"`` (weight-only) or ``"int4-g32"`` (weight-only, one scale
+    per group of 32). ``batch``: sequences decoded together. ``tokens_per_s``: tokens per
+    second of one sequence (None where the source reports out of memory).
+    ``bandwidth_GBps``: the source's achieved bytes of weights per second per GPU, in GB/s
+    (None where not published). ``source`` and ``note`` say where it comes from and how.
+    """
+
+    model: str
+    gpu: str
+    gpu_preset: str | None
+    tp_degree: int
+    weights: str
+    batch: int
+    tokens_per_s: float | None
+    bandwidth_GBps: float | None
+    source: str
+    note: str = ""
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Seconds per output token (``1 / tokens_per_s``), None where out of memory."""
+        return None if self.tokens_per_s is None else 1.0 / self.tokens_per_s
+
+
+def _gf(model, tp, weights, tokens_per_s, bandwidth, gpu="A100-80GB (330 W)", preset="a100-80gb",
+        note=""):
+    return PublishedDecode(model, gpu, preset, tp, weights, 1, tokens_per_s, bandwidth,
+                           GPT_FAST_SOURCE, note or "batch 1, 5-token prompt, torch.compile")
+
+
+#: gpt-fast's batch-1 decode figures (README, benchmarks section), in the README's order.
+GPT_FAST = (
+    _gf("llama-2-7b", 1, "bf16", 104.9, 1397.31),
+    _gf("llama-2-7b", 1, "int8", 155.58, 1069.20),
+    _gf("llama-2-7b", 1, "int4-g32", 196.80, 862.69),
+    _gf("llama-2-7b", 2, "bf16", 168.84, 1181.99),
+    _gf("llama-2-7b", 4, "bf16", 254.02, 955.83),
+    _gf("llama-2-7b", 8, "bf16", 328.43, 704.10),
+    _gf("llama-2-70b", 1, "bf16", None, None, note="out of memory: 138 GB of bf16 weights, 80 GB card"),
+    _gf("llama-2-70b", 2, "bf16", 21.32, 1481.87),
+    _gf("llama-2-70b", 4, "bf16", 38.01, 1340.76),
+    _gf("llama-2-70b", 8, "bf16", 62.50, 1135.29),
+    _gf("llama-2-70b", 8, "int8", 80.44, 752.04),
+    _gf("llama-2-70b", 8, "int4-g32", 90.77, 548.10),
+    _gf("llama-2-70b", 1, "int8", 19.13, 1322.58),
+    _gf("llama-2-70b", 1, "int4-g32", 25.25, 1097.66),
+    _gf("llama-2-7b", 1, "bf16", 76.33, 1028.70, gpu="MI250X (one GCD)", preset=None),
+)
+
+#: Mixtral-8x7B, bf16, TP=2 on A100-80GB, batch 1 (gpt-fast issue #225): about 96 tokens/s.
+GPT_FAST_MIXTRAL = PublishedDecode("mixtral-8x7b", "A100-80GB", "a100-80gb", 2, "bf16", 1, 96.0, None,
+                                   GPT_FAST_MIXTRAL_SOURCE, "batch 1; about 96 tokens/s (10.4 ms a token)")
+
+#: Speculative decoding in gpt-fast: Llama-2-70B int4 verified, Llama-2-7B int4 drafting,
+#: 8 x A100 (README): 48.4 tokens/s.
+GPT_FAST_SPECULATIVE_TOKENS_PER_S = 48.4
+
+
+def published_decode(model: str | None = None, *, weights: str | None = None,
+                     tp_degree: int | None = None) -> list[PublishedDecode]:
+    """The published decode records (gpt-fast's table, then its Mixtral figure) that match
+    every filter given (``None`` matches anything). Returns a new list, possibly empty."""
+    rows = GPT_FAST + (GPT_FAST_MIXTRAL,)
+    return [r for r in rows
+            if (model is None or r.model == model) and (weights is None or r.weights == weights)
+            and (tp_degree is None or r.tp_degree == tp_degree)]
