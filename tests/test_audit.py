@@ -5,6 +5,7 @@ import pytest
 
 from servelib.audit import CODES, CapacityPlan, Finding, audit, derive, right_tp_degree
 from servelib.audit.examples import mistake_plans, sound_plan, war_stories
+from servelib.economics import MINUTES_PER_MONTH, ptu_break_even_utilization, ptu_monthly_cost_usd
 from servelib.units import GiB, KiB
 
 
@@ -124,9 +125,52 @@ def test_break_even_moved_40_to_77():
 def test_peak_sized_commitment_22_against_57():
     story = {w.slug: w for w in war_stories()}["ptu-sized-to-peak"]
     f, = audit(story.plan)
-    assert (f.wrong, f.right) == (100, 50)
+    assert (f.wrong, f.right) == (100, 43)            # the (1 - u*) quantile, not p50
     assert "22% utilisation against a 57% break-even" in f.detail
     assert round(derive(story.plan).break_even_utilization, 2) == 0.57
+
+
+# --- one reasoning for break-even and floor: how capacity counts tokens decides what moves ---
+
+def _ptu_plan(**changes):
+    """The sound plan paying for 50 gpt-4o PTUs reserved monthly, capacity in input-equivalent
+    tokens with an output token as 4 input tokens (the price ratio)."""
+    base = dict(monthly_commitment_usd=ptu_monthly_cost_usd(50, "monthly"),
+                capacity_tokens_per_month=50 * 2500 * MINUTES_PER_MONTH, output_token_weight=4.0,
+                claimed_break_even_utilization=None, break_even_output_fraction=None, floor_percentile=None)
+    return dataclasses.replace(sound_plan(), **{**base, **changes})
+
+
+def test_sound_plan_floor_is_the_one_minus_break_even_quantile():
+    d = derive(sound_plan())
+    assert d.cheapest_floor_percentile == pytest.approx(100 * (1 - 0.40 * 6.25 / 4.375))   # p42.9
+    assert sound_plan().floor_percentile == 43
+
+
+def test_ptu_break_even_quoted_at_another_mix_is_right_when_output_weighs_the_price_ratio():
+    plan = _ptu_plan(output_fraction=0.10)
+    assert derive(plan).break_even_utilization == pytest.approx(ptu_break_even_utilization(0.1, "monthly"))
+    # Quoted at a 50% mix and the workload now at 10%: the mix cancels, so nothing to find...
+    assert audit(dataclasses.replace(plan, claimed_break_even_utilization=0.95,
+                                     break_even_output_fraction=0.5)) == []
+    assert audit(dataclasses.replace(plan, claimed_break_even_utilization=0.95)) == []
+    # ...while the same quote on capacity counted in tokens is the war story's mistake.
+    raw = dataclasses.replace(plan, output_token_weight=1.0, claimed_break_even_utilization=0.40,
+                              break_even_output_fraction=0.5)
+    assert codes(raw) == ["ptu-break-even-without-mix"]
+
+
+def test_floor_at_p50_by_rule_is_found_where_the_break_even_is_far_from_half():
+    plan = _ptu_plan(floor_percentile=50)                  # u* = 95%: the cheapest floor is p5
+    f, = audit(plan)
+    assert (f.code, f.wrong, f.right) == ("floor-sized-to-peak", 50, 5)
+    assert "exceeded 95% of the time, p5" in f.detail
+    # Near u* = 50% a p50 floor costs within the tolerance of the cheapest one: no finding.
+    assert audit(dataclasses.replace(sound_plan(), floor_percentile=50)) == []
+    # Hourly PTUs never pay (u* > 1): any floor is above the cheapest, which is none.
+    hourly = _ptu_plan(floor_percentile=50, monthly_commitment_usd=ptu_monthly_cost_usd(50, "hourly"))
+    f, = audit(hourly)
+    assert f.right == 0 and "no floor pays for itself" in f.detail
 
 
 def test_self_hosting_story_triples_the_unit_cost():

@@ -6,12 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servelib.economics import (AZURE_PTU, GPT_4O, MINUTES_PER_MONTH, blended_price, break_even_tokens,
-                                break_even_utilization, cheapest_floor, crossover_tokens_per_month,
-                                demand_trace, floor_at_percentile, payg_cost_usd, ptu_break_even_utilization,
+from servelib.economics import (AZURE_PTU, GPT_4O, LLAMA_3_70B_HOSTED, MINUTES_PER_MONTH, TokenPrice,
+                                blended_price, break_even_tokens, break_even_utilization,
+                                capacity_units_per_token, cheapest_floor, cheapest_floor_percentile,
+                                crossover_tokens_per_month, demand_trace, floor_at_percentile,
+                                floor_break_even_utilization, payg_cost_usd, ptu_break_even_utilization,
                                 ptu_capacity_tokens_per_month, ptu_monthly_cost_usd, ptu_tokens_per_minute,
                                 ptu_usd_per_tpm_month, ptus_needed, replica_throughput, self_hosted_tco,
                                 self_hosted_unit_cost, spillover_cost)
+from servelib.economics import scenarios
 from servelib.memory import capacity
 from servelib.models import get_model
 from servelib.roofline import decode_tokens_per_s
@@ -56,6 +59,71 @@ def test_break_even_falls_as_output_fraction_rises(c_in, ratio, f1, f2):
     u_lo = break_even_utilization(1000, 1e9, c_in, c_in * ratio, lo)
     u_hi = break_even_utilization(1000, 1e9, c_in, c_in * ratio, hi)
     assert u_hi < u_lo
+
+
+# --- one break-even formula: what the mix moves depends on how capacity counts tokens ----
+
+@given(c_in=st.floats(1e-6, 1.0), ratio=st.floats(1.01, 20), f=st.floats(0, 1))
+def test_mix_cancels_when_output_weighs_the_price_ratio(c_in, ratio, f):
+    # w = r: u* = 1000 C / (capacity x c_in) at every mix (the PTU case).
+    u = break_even_utilization(1000, 1e9, c_in, c_in * ratio, f, output_weight=ratio)
+    assert u == pytest.approx(1000 * 1000 / (1e9 * c_in))
+
+
+@given(c_in=st.floats(1e-6, 1.0), ratio=st.floats(1.01, 20), w=st.floats(0.1, 20), f=st.floats(0, 1),
+       volume=st.floats(1e6, 1e12))
+def test_utilisation_over_break_even_is_payg_value_over_commitment(c_in, ratio, w, f, volume):
+    # However capacity is counted, u / u* = (PAYG bill of the volume) / commitment: the weight
+    # only decides whether the mix shows up in u or in u*.
+    cap, commitment = 1e10, 5_000
+    u = volume * capacity_units_per_token(f, w) / cap
+    u_star = break_even_utilization(commitment, cap, c_in, c_in * ratio, f, output_weight=w)
+    assert u / u_star == pytest.approx(payg_cost_usd(volume, blended_price(c_in, c_in * ratio, f)) / commitment)
+
+
+def test_the_40_to_77_needs_capacity_counted_in_tokens():
+    com = scenarios.COMMITMENT
+    assert (round(com.break_even_utilization(0.5), 2), round(com.break_even_utilization(0.1), 2)) == (0.40, 0.77)
+    # The same $2.50 per 1M of capacity counted as a PTU counts it ($2.50 per 1M input-equivalent
+    # tokens, output weighing 4): the price of an input token, so 100% at every mix.
+    for f in (0.0, 0.1, 0.25, 0.5, 1.0):
+        assert com.break_even_utilization(f, output_weight=4) == pytest.approx(1.0)
+    # The break-even *volume* moves with the mix either way: 2.10 B -> 4.04 B tokens.
+    v50, v10 = (break_even_tokens(com.monthly_usd, blended_price(C_IN, C_OUT, f)) for f in (0.5, 0.1))
+    assert (round(v50 / 1e9, 2), round(v10 / 1e9, 2)) == (2.10, 4.04)
+
+
+def test_ptus_needed_move_with_the_mix_by_the_same_factor():
+    # Where the PTU break-even stays put, the PTU count carries the mix: 1.3 vs 2.5 units a token.
+    assert ptus_needed(100_000, 0.5, min_ptus=1, step=1) == 100
+    assert ptus_needed(100_000, 0.1, min_ptus=1, step=1) == 52            # ceil(100 x 1.3 / 2.5)
+    assert capacity_units_per_token(0.5, 4) / capacity_units_per_token(0.1, 4) == pytest.approx(6.25 / 3.25)
+
+
+def test_cached_input_and_batch_prices():
+    assert GPT_4O.usd_per_1k_cached_input * 1000 == 1.25 and GPT_4O.batch_discount == 0.5
+    assert GPT_4O.blended(0.1, cached_input_fraction=0.5) * 1000 == pytest.approx(0.45 * 2.5 + 0.45 * 1.25 + 1.0)
+    batch = GPT_4O.batch()
+    assert (batch.usd_per_1k_input * 1000, batch.usd_per_1k_output * 1000) == (1.25, 5.0)
+    assert batch.blended(0.25) == pytest.approx(GPT_4O.blended(0.25) / 2)
+    with pytest.raises(ValueError, match="batch_discount"):
+        LLAMA_3_70B_HOSTED.batch()
+    # A cached token costs PAYG half an input token but a PTU nothing: caching lowers the PTU break-even.
+    be = ptu_break_even_utilization(0.1, "monthly", cached_input_fraction=0.5)
+    assert be == pytest.approx(ptu_break_even_utilization(0.1, "monthly") * 0.85 / 1.075)
+    assert round(be, 2) == 0.75
+    # ...and raises the break-even of capacity counted in tokens (77% -> 93%).
+    com = scenarios.COMMITMENT
+    cached = break_even_utilization(com.monthly_usd, com.capacity_tokens_per_month, C_IN, C_OUT, 0.1,
+                                    cached_input_fraction=0.5, usd_per_1k_cached_input=GPT_4O.usd_per_1k_cached_input)
+    assert cached == pytest.approx(com.break_even_utilization(0.1) * 3.25 / 2.6875) and round(cached, 2) == 0.93
+
+
+def test_hosted_open_weights_price_is_dated_and_sourced():
+    p = LLAMA_3_70B_HOSTED
+    assert (p.usd_per_1k_input * 1000, p.usd_per_1k_output * 1000) == (0.90, 0.90)
+    assert p.source.url.startswith("https://") and p.source.read_on == "2026-11-30"
+    assert GPT_4O.source.read_on == "2026-11-30"
 
 
 # --- PTU --------------------------------------------------------------------------------
@@ -123,6 +191,35 @@ def test_cheapest_floor_is_the_one_minus_break_even_quantile():
     assert best.floor_tpm == pytest.approx(np.quantile(d, 1 - u_star), rel=0.01)
     for p in (0, 30, 50, 70, 100):
         assert best.total_usd <= spillover_cost(d, floor_at_percentile(d, p), unit, blended).total_usd
+
+
+def test_cheapest_floor_percentile_hand_computed():
+    assert cheapest_floor_percentile(0.5) == 50                 # p50 only at u* = 50%
+    assert cheapest_floor_percentile(0.95) == pytest.approx(5)
+    assert cheapest_floor_percentile(1.3) == 0                  # never pays: no floor
+    unit = 0.0025 * MINUTES_PER_MONTH / 1000                    # $2.50 per 1M tokens of capacity
+    assert floor_break_even_utilization(unit, blended_price(C_IN, C_OUT, 0.25)) == pytest.approx(2.5 / 4.375)
+    # A PTU's price per token/min at the mix gives the PTU break-even, whatever the mix.
+    for f in (0.1, 0.5):
+        assert floor_break_even_utilization(ptu_usd_per_tpm_month(f, "yearly"), blended_price(C_IN, C_OUT, f)) \
+            == pytest.approx(ptu_break_even_utilization(f, "yearly"))
+
+
+def test_book_ptu_prices_put_the_cheapest_floor_near_p5_and_p19():
+    # The chapter's trace at its 25% output mix: real PTU prices make the cheapest floor small
+    # and its saving over all-PAYG thin; p50 on monthly PTUs costs more than no floor at all.
+    d = scenarios.trace()
+    blended = blended_price(C_IN, C_OUT, scenarios.MIX_TRACE)
+    payg = spillover_cost(d, 0, 1.0, blended).total_usd
+    out = {}
+    for term in ("monthly", "yearly"):
+        unit = ptu_usd_per_tpm_month(scenarios.MIX_TRACE, term)
+        best = cheapest_floor(d, unit, blended)
+        pct = 100 * np.mean(d <= best.floor_tpm)
+        assert pct == pytest.approx(cheapest_floor_percentile(ptu_break_even_utilization(0.25, term)), abs=0.5)
+        p50 = spillover_cost(d, floor_at_percentile(d, 50), unit, blended).total_usd
+        out[term] = (round(pct), round(100 * (1 - best.total_usd / payg), 1), round(100 * (p50 / payg - 1), 1))
+    assert out == {"monthly": (5, 1.4, 12.6), "yearly": (19, 7.5, -0.5)}
 
 
 trace_args = dict(seed=st.integers(0, 10_000), mean=st.floats(1e3, 1e6))
@@ -211,6 +308,19 @@ def test_crossover_between_4_and_5_billion_tokens():
     assert crossover_tokens_per_month(payg, 1.0, 2.50, **DEPLOY) == math.inf
 
 
+def test_self_hosting_against_the_same_model_hosted():
+    sh = scenarios.SELF_HOST
+    assert sh.hosted is LLAMA_3_70B_HOSTED and sh.hosted_usd_per_1k * 1000 == pytest.approx(0.90)
+    # Like for like, the crossover moves from 4.19 B to 20.39 B tokens a month (a quarter engineer)
+    # and the six-billion-token case loses even on GPU hours alone.
+    assert round(sh.crossover(0.25) / 1e9, 2) == 4.19
+    assert round(sh.crossover(0.25, price=sh.hosted) / 1e9, 2) == 20.39
+    assert sh.crossover(0.25, price=sh.hosted) == pytest.approx((14_600 + 3_750) / sh.hosted_usd_per_1k * 1000)
+    assert sh.tco(6e9, 2).gpu_only_usd_per_1k > sh.hosted_usd_per_1k
+    # Against gpt-4o's batch API (half price) an overnight tier needs twice the volume.
+    assert sh.crossover(0.25, price=GPT_4O.batch()) == pytest.approx(2 * sh.crossover(0.25))
+
+
 def test_crossover_on_the_staircase():
     # One-GPU replicas of 1e9 tokens/month at 100% and $1,000 each, no engineers, PAYG $2/1M:
     # volume v costs ceil(v/1e9) * 1000 vs 2e-3 * v/1000 -> equal at 0.5 B on the first step.
@@ -230,6 +340,15 @@ def test_crossover_on_the_staircase():
     (lambda: break_even_tokens(5, 0), "blended_usd_per_1k"),
     (lambda: break_even_utilization(100, -1, C_IN, C_OUT, 0.5), "capacity_tokens_per_month"),
     (lambda: break_even_utilization(100, 1e9, C_IN, C_OUT, 2), "output_fraction"),
+    (lambda: break_even_utilization(100, 1e9, C_IN, C_OUT, 0.5, output_weight=0), "output_weight"),
+    (lambda: blended_price(C_IN, C_OUT, 0.5, cached_input_fraction=0.3), "usd_per_1k_cached_input"),
+    (lambda: blended_price(C_IN, C_OUT, 0.5, cached_input_fraction=30, usd_per_1k_cached_input=0.001),
+     "cached_input_fraction"),
+    (lambda: capacity_units_per_token(0.5, 4, cached_input_weight=-1), "cached_input_weight"),
+    (lambda: cheapest_floor_percentile(-0.1), "break_even_utilization"),
+    (lambda: floor_break_even_utilization(1, 0), "blended_usd_per_1k"),
+    (lambda: TokenPrice("x", 1, 1, None, batch_discount=1.0), "batch_discount"),
+    (lambda: TokenPrice("x", 1, 1, None, usd_per_1k_cached_input=-1), "usd_per_1k_cached_input"),
     (lambda: payg_cost_usd(-1, 0.003), "tokens"),
     (lambda: ptu_tokens_per_minute(-1, 0.5), "n_ptu"),
     (lambda: ptu_monthly_cost_usd(1, "weekly"), "term"),

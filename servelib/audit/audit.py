@@ -2,7 +2,7 @@
 
 :func:`derive` computes what the plan's inputs imply (weights, KV per token and per
 sequence, budget, concurrency, the smallest TP degree, predicted TTFT/TPOT, the PTU
-break-even at the workload's mix). :func:`audit` compares the plan's choices and claimed
+break-even at the workload's mix and the cheapest floor it implies). :func:`audit` compares the plan's choices and claimed
 numbers with those figures and returns one :class:`~servelib.audit.findings.Finding` per
 mistake. Every formula is servelib's own (``memory``, ``roofline``, ``economics``,
 ``sim``); this module only decides which one a plan got wrong.
@@ -14,9 +14,10 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ..economics import (MINUTES_PER_MONTH, blended_price, break_even_utilization, crossover_tokens_per_month,
-                         demand_trace, floor_at_percentile, ptu_capacity_tokens_per_month, replica_throughput,
-                         self_hosted_tco, spillover_cost)
+from ..economics import (MINUTES_PER_MONTH, blended_price, break_even_utilization, capacity_units_per_token,
+                         cheapest_floor, cheapest_floor_percentile, crossover_tokens_per_month, demand_trace,
+                         floor_at_percentile, ptu_capacity_tokens_per_month, replica_throughput, self_hosted_tco,
+                         spillover_cost)
 from ..hardware import get_gpu
 from ..memory import capacity, kv_bytes_per_sequence, kv_bytes_per_token, min_tp_degree, weight_bytes
 from ..models import ModelSpec, get_model
@@ -28,8 +29,13 @@ from .plan import CapacityPlan
 
 #: Working-space reserve the audit uses where a plan kept none: the syllabus's "~10%".
 SOUND_RESERVE_FRACTION = 0.10
-#: Percentile of demand the syllabus sizes a dedicated floor to ("size the floor to p50 and spill").
-FLOOR_PERCENTILE = 50.0
+#: A floor above the cheapest one is a mistake when it costs more than this share above the
+#: cheapest floor on the seeded trace. The cost is flat near its minimum (a p50 floor where
+#: the (1 - u*) quantile is p43 costs 0.5% more), so rounding the percentile is no mistake;
+#: a p50 floor of gpt-4o PTUs reserved monthly (u* = 95%, cheapest p5) costs 14% more.
+FLOOR_COST_RTOL = 0.05
+#: Output mixes over which a break-even quoted without its mix is checked for moving.
+_MIX_SPAN = (0.1, 0.5)
 #: Relative tolerance when comparing a claimed number with the derived one (people round:
 #: "about 183", "40%").
 CLAIM_RTOL = 0.02
@@ -87,7 +93,9 @@ class Derived:
     ``right_tp_degree``: the smallest that also meets the target concurrency.
     ``decode_batch``: the batch TPOT is predicted at (``max_batch`` capped by what fits in a
     replica). ``break_even_utilization``: of the PTU commitment at the workload's output
-    mix (``None`` without a commitment). ``self_hosted_usd_per_1k``: the self-hosted unit
+    mix, its capacity counted with the plan's ``output_token_weight`` (``None`` without a
+    commitment); ``cheapest_floor_percentile``: the percentile of demand at which a floor of
+    that capacity with spill costs least, ``100 (1 - u*)``. ``self_hosted_usd_per_1k``: the self-hosted unit
     cost with every line counted, and ``crossover_tokens_per_month`` the volume at which
     self-hosting meets pay-as-you-go (``None`` without a self-hosting case).
     """
@@ -107,6 +115,7 @@ class Derived:
     break_even_utilization: float | None
     self_hosted_usd_per_1k: float | None
     crossover_tokens_per_month: float | None
+    cheapest_floor_percentile: float | None
 
 
 def _blended(plan) -> float:
@@ -115,7 +124,19 @@ def _blended(plan) -> float:
 
 def _break_even(plan, output_fraction) -> float:
     return break_even_utilization(plan.monthly_commitment_usd, plan.capacity_tokens_per_month,
-                                  plan.usd_per_1k_input, plan.usd_per_1k_output, output_fraction)
+                                  plan.usd_per_1k_input, plan.usd_per_1k_output, output_fraction,
+                                  output_weight=plan.output_token_weight)
+
+
+def _units_per_token(plan) -> float:
+    """Capacity one token of the workload's mix uses, as the commitment counts capacity."""
+    return capacity_units_per_token(plan.output_fraction, plan.output_token_weight)
+
+
+def _floor_usd_per_tpm(plan) -> float:
+    """What one token/min of the commitment's capacity, at the workload's mix, costs a month."""
+    tpm = plan.capacity_tokens_per_month / MINUTES_PER_MONTH / _units_per_token(plan)
+    return plan.monthly_commitment_usd / tpm
 
 
 def _tco_kwargs(plan) -> dict:
@@ -174,6 +195,8 @@ def derive(plan: CapacityPlan) -> Derived:
         self_hosted_usd_per_1k=plan_tco(plan).unit_cost_usd_per_1k if plan.has_self_hosting and cap.fits else None,
         crossover_tokens_per_month=(crossover_tokens_per_month(_blended(plan), **_tco_kwargs(plan))
                                     if plan.has_self_hosting and cap.fits else None),
+        cheapest_floor_percentile=(cheapest_floor_percentile(_break_even(plan, plan.output_fraction))
+                                   if plan.has_ptu else None),
     )
 
 
@@ -289,19 +312,25 @@ def _ptu_findings(plan, d):
     f = plan.output_fraction
     if plan.claimed_break_even_utilization is not None:
         claimed, assumed = plan.claimed_break_even_utilization, plan.break_even_output_fraction
-        span = f"{_break_even(plan, 0.5):.0%} at 50% output, {_break_even(plan, 0.1):.0%} at 10%"
-        if assumed is None:
+        lo, hi = (_break_even(plan, x) for x in _MIX_SPAN)
+        moves = not _close(lo, hi)        # capacity counted so that the mix does not cancel
+        span = (f"capacity counted with an output token as {plan.output_token_weight:g} input tokens, so "
+                f"this commitment breaks even at {hi:.0%} at {_MIX_SPAN[1]:.0%} output, {lo:.0%} at "
+                f"{_MIX_SPAN[0]:.0%}")
+        if assumed is None and moves:
             out.append(Finding("ptu-break-even-without-mix", "ptu.break_even_output_fraction", claimed,
                                d.break_even_utilization, "fraction",
-                               f"this commitment breaks even at {span}; the workload's mix is {f:.0%} output"))
-        elif not math.isclose(assumed, f, abs_tol=0.005):
+                               f"{span}; the workload's mix is {f:.0%} output"))
+        elif assumed is not None and not _close(_break_even(plan, assumed), d.break_even_utilization):
             out.append(Finding("ptu-break-even-without-mix", "ptu.break_even_output_fraction", claimed,
                                d.break_even_utilization, "fraction",
-                               f"computed at {assumed:.0%} output, but the workload is now {f:.0%} output"))
+                               f"computed at {assumed:.0%} output, but the workload is now {f:.0%} output; "
+                               f"{span}"))
         elif not _close(claimed, d.break_even_utilization):
             out.append(Finding("claimed-number-wrong", "ptu.break_even_utilization", claimed,
                                d.break_even_utilization, "fraction",
-                               f"commitment / (capacity x blended price at {f:.0%} output)"))
+                               f"commitment / (capacity x blended price at {f:.0%} output), capacity "
+                               f"counted with an output token as {plan.output_token_weight:g} input tokens"))
     stated = plan.capacity_tokens_per_month
     at_mix = None if plan.n_ptu is None else ptu_capacity_tokens_per_month(plan.n_ptu, f)
     datasheet = None if plan.n_ptu is None else ptu_capacity_tokens_per_month(plan.n_ptu, 0.0)
@@ -313,19 +342,24 @@ def _ptu_findings(plan, d):
     elif at_mix is not None and not _close(stated, at_mix):
         out.append(Finding("claimed-number-wrong", "ptu.capacity_tokens_per_month", stated, at_mix,
                            "tokens/month", f"{plan.n_ptu:g} PTUs at {f:.0%} output"))
-    if plan.floor_percentile > FLOOR_PERCENTILE:
+    if plan.floor_percentile is not None and plan.floor_percentile > d.cheapest_floor_percentile:
         # A seeded diurnal-plus-bursts trace with the workload's mean, priced like the commitment.
         trace = demand_trace(mean_tpm=plan.monthly_tokens / MINUTES_PER_MONTH)
-        usd_per_tpm = plan.monthly_commitment_usd / (plan.capacity_tokens_per_month / MINUTES_PER_MONTH)
-        peak, p50 = (spillover_cost(trace, floor_at_percentile(trace, q), usd_per_tpm, _blended(plan))
-                     for q in (plan.floor_percentile, FLOOR_PERCENTILE))
-        used = plan.monthly_tokens / plan.capacity_tokens_per_month
-        out.append(Finding(
-            "floor-sized-to-peak", "ptu.floor_percentile", plan.floor_percentile, FLOOR_PERCENTILE,
-            "percentile", f"the commitment runs at {used:.0%} utilisation against a "
-            f"{d.break_even_utilization:.0%} break-even; on a seeded diurnal trace of this demand a "
-            f"p{FLOOR_PERCENTILE:.0f} floor with spill costs ${p50.total_usd:,.0f} a month against "
-            f"${peak.total_usd:,.0f} at p{plan.floor_percentile:g}, and serves every token"))
+        unit, blended = _floor_usd_per_tpm(plan), _blended(plan)
+        best = cheapest_floor(trace, unit, blended)
+        chosen = spillover_cost(trace, floor_at_percentile(trace, plan.floor_percentile), unit, blended)
+        if chosen.total_usd > best.total_usd * (1 + FLOOR_COST_RTOL):
+            u, p_star = d.break_even_utilization, d.cheapest_floor_percentile
+            used = plan.monthly_tokens * _units_per_token(plan) / plan.capacity_tokens_per_month
+            runs = (f"the commitment runs at {used:.0%} utilisation against a {u:.0%} break-even" if used < 1
+                    else f"the commitment breaks even at {u:.0%} utilisation")
+            where = (f"the cheapest floor is the demand level exceeded {u:.0%} of the time, p{p_star:.0f}"
+                     if u < 1 else "no floor pays for itself at these prices")
+            out.append(Finding(
+                "floor-sized-to-peak", "ptu.floor_percentile", plan.floor_percentile, round(p_star),
+                "percentile", f"{runs}; {where}. On a seeded diurnal trace of this demand that floor with spill costs "
+                f"${best.total_usd:,.0f} a month against ${chosen.total_usd:,.0f} at p{plan.floor_percentile:g}, "
+                "and serves every token"))
     return out
 
 

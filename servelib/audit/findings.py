@@ -44,17 +44,22 @@ CODES = {
         "queueing it blocks the queue forever; reject it on arrival with a reason."),
     "ptu-break-even-without-mix": (
         "PTU break-even quoted without the workload's mix",
-        "The break-even utilisation scales with one over the blended price, which moves with "
-        "the output fraction, so a break-even is only true at the mix it was computed for."),
+        "Where a commitment's capacity is counted in tokens of any kind (or weighs output other "
+        "than at the price ratio), its break-even utilisation goes as one over the blended price, "
+        "which moves with the output fraction, so the figure is only true at the mix it was "
+        "computed for; where output weighs exactly the price ratio the mix cancels and moves the "
+        "number of PTUs needed instead."),
     "tokens-per-ptu-constant": (
         "Tokens per PTU treated as a datasheet constant",
         "Output tokens count several times an input token toward a PTU's throughput, so the "
         "tokens a commitment can serve depend on the mix."),
     "floor-sized-to-peak": (
-        "Dedicated capacity sized to peak",
-        "Capacity sized to the peak sits idle most of the month and runs below its break-even; "
-        "size the floor to p50 and spill the peak to pay-as-you-go, degrading in cost rather "
-        "than availability."),
+        "Dedicated capacity sized toward the peak, above its break-even quantile",
+        "A token/min of floor pays for itself only in the minutes when demand exceeds it, so the "
+        "cheapest floor is the demand level exceeded a break-even share u* of the time (the "
+        "1 - u* quantile, p50 only when u* is 50%), and a floor sized to the peak, or to p50 by "
+        "rule when u* is far from 50%, idles below its break-even; spill the rest to "
+        "pay-as-you-go, degrading in cost rather than availability."),
     "self-hosting-gpu-hours-only": (
         "Self-hosting case with only GPU hours",
         "Idle capacity and the engineers who run inference are paid whether or not tokens "

@@ -75,7 +75,7 @@ def _reserve(name, v):
 
 
 def _percentile(name, v):
-    return _number(name, v, hi=100.0, hi_open=False)
+    return _number(name, v, lo_open=False, hi=100.0, hi_open=False)
 
 
 def _text(name, v):
@@ -188,15 +188,19 @@ class CapacityPlan:
     usd_per_1k_input: float | None = _f("payg.usd_per_1k_input", _positive, None)
     usd_per_1k_output: float | None = _f("payg.usd_per_1k_output", _positive, None)
     monthly_commitment_usd: float | None = _f("ptu.monthly_commitment_usd", _positive, None)
-    capacity_tokens_per_month: float | None = _f("ptu.capacity_tokens_per_month", _positive, None)
+    capacity_tokens_per_month: float | None = _f("ptu.capacity_tokens_per_month", _positive, None,
+                                                 "tokens a month at full use, counted as the seller counts them")
+    output_token_weight: float = _f("ptu.output_token_weight", _positive, 1.0,
+                                    "capacity one output token uses, in input tokens: 1 when capacity is "
+                                    "counted in tokens of any kind, the output:input price ratio for a PTU")
     n_ptu: float | None = _f("ptu.n_ptu", _positive, None, "PTUs committed, when the capacity came from them")
     capacity_estimate: str = _f("ptu.capacity_estimate", _one_of("mix-adjusted", "constant"),
                                 "mix-adjusted", "how the commitment's token capacity was estimated")
     claimed_break_even_utilization: float | None = _f("ptu.break_even_utilization", _fraction, None)
     break_even_output_fraction: float | None = _f("ptu.break_even_output_fraction", _fraction, None,
                                                   "the output mix the claimed break-even assumed")
-    floor_percentile: float = _f("ptu.floor_percentile", _percentile, 50.0,
-                                 "percentile of demand the dedicated floor is sized to")
+    floor_percentile: float | None = _f("ptu.floor_percentile", _percentile, None,
+                                        "percentile of demand the dedicated floor is sized to")
     cost_lines: tuple | None = _f("self_hosting.cost_lines", _list_of(*COST_LINES), None)
     gpu_usd_per_hour: float | None = _f("self_hosting.gpu_usd_per_hour", _positive, None)
     engineering_fte: float | None = _f("self_hosting.engineering_fte", _non_negative, None,

@@ -47,8 +47,12 @@ def derived_lines(plan: CapacityPlan) -> list[str]:
         ("predicted TTFT", f"{d.ttft_s * 1e3:.1f} ms for a {plan.prompt_len:,}-token prompt, empty queue"),
         ("predicted TPOT", f"{d.tpot_s * 1e3:.1f} ms at batch {d.decode_batch}"),
         ("PTU break-even", "no PTU commitment" if d.break_even_utilization is None else
-         f"{d.break_even_utilization:.0%} utilisation at {plan.output_fraction:.0%} output"),
+         f"{d.break_even_utilization:.0%} utilisation at {plan.output_fraction:.0%} output "
+         f"(an output token uses {plan.output_token_weight:g} input tokens of capacity)"),
     ]
+    if d.cheapest_floor_percentile is not None:
+        rows.append(("cheapest floor", f"p{d.cheapest_floor_percentile:.0f} of demand, the (1 - u*) quantile, "
+                                       "overflow spilled to pay-as-you-go"))
     if d.self_hosted_usd_per_1k is not None:
         rows += [("self-hosted cost", f"${d.self_hosted_usd_per_1k * 1000:.2f} per 1M tokens at "
                                       f"{plan.monthly_tokens / 1e9:.2f} B tokens a month, every line counted"),

@@ -3,16 +3,18 @@
 A PTU sustains a number of *input-equivalent* tokens per minute; an output token counts as
 ``output_weight`` input tokens (decode costs the provider more than prefill). So the tokens a
 PTU serves per minute are ``K / ((1 - f) + w f)`` for an output fraction f: "tokens per PTU"
-is not a constant of the datasheet but a function of your mix.
+is not a constant of the datasheet but a function of your mix. When w equals the
+output:input price ratio, the same factor scales a token's PAYG price, so the mix cancels
+out of the break-even utilisation and moves the number of PTUs a load needs instead.
 """
 from __future__ import annotations
 
 import math
 
 from .. import _check
-from .payg import break_even_utilization
+from .payg import break_even_utilization, capacity_units_per_token
 from .prices import (AZURE_PTU, GPT_4O, GPT_4O_INPUT_TPM_PER_PTU, HOURS_PER_MONTH, MINUTES_PER_MONTH,
-                     PTU_OUTPUT_TOKEN_WEIGHT, PtuPrice, TokenPrice)
+                     PTU_CACHED_INPUT_WEIGHT, PTU_OUTPUT_TOKEN_WEIGHT, PtuPrice, TokenPrice)
 
 TERMS = ("hourly", "monthly", "yearly")
 
@@ -28,10 +30,8 @@ def ptu_tokens_per_minute(n_ptu: float, output_fraction: float, *,
     outside [0, 1], or a rate or weight that is not > 0.
     """
     n = _check.non_negative("n_ptu", n_ptu)
-    f = _check.fraction("output_fraction", output_fraction)
     k = _check.positive("input_tpm_per_ptu", input_tpm_per_ptu)
-    w = _check.positive("output_weight", output_weight)
-    return n * k / ((1 - f) + w * f)
+    return n * k / capacity_units_per_token(output_fraction, output_weight)
 
 
 def ptu_capacity_tokens_per_month(n_ptu: float, output_fraction: float, **kwargs) -> float:
@@ -82,20 +82,31 @@ def ptu_usd_per_tpm_month(output_fraction: float, term: str = "monthly", price: 
 
 def ptu_break_even_utilization(output_fraction: float, term: str = "monthly", *,
                                token_price: TokenPrice = GPT_4O, price: PtuPrice = AZURE_PTU,
-                               **kwargs) -> float:
+                               input_tpm_per_ptu: float = GPT_4O_INPUT_TPM_PER_PTU,
+                               output_weight: float = PTU_OUTPUT_TOKEN_WEIGHT,
+                               cached_input_fraction: float = 0.0,
+                               cached_input_weight: float = PTU_CACHED_INPUT_WEIGHT) -> float:
     """Break-even utilisation of a PTU against PAYG for the same model, with the PTU's
-    capacity counted at the mix (see :func:`ptu_tokens_per_minute`).
+    capacity counted in input-equivalent tokens
+    (:func:`servelib.economics.payg.break_even_utilization` with ``output_weight`` w).
 
-    When ``output_weight`` equals the output:input price ratio the mix cancels: both the
-    PAYG value of a token and the PTU capacity it consumes scale with ``(1 - f) + w f``.
-    gpt-4o at the regional PTU list prices: about 0.95 (monthly), 0.81 (yearly), 5.3
-    (hourly: never).
+    When w equals the output:input price ratio the mix cancels: both the PAYG value of a
+    token and the PTU capacity it consumes scale with ``(1 - f) + w f``. gpt-4o at the
+    regional PTU list prices: about 0.95 (monthly), 0.81 (yearly), 5.3 (hourly: never), at
+    every mix. Cached input (``cached_input_fraction`` of the input tokens, billed by PAYG
+    at ``token_price``'s cached price and weighing ``cached_input_weight`` toward the PTU)
+    lowers it: with half the input cached and a 10% output mix, 0.75 monthly.
+    Raises ValueError for an unknown term or arguments out of range, TypeError for prices
+    of the wrong type.
     """
     _check.instance("token_price", token_price, TokenPrice)
-    return break_even_utilization(ptu_monthly_cost_usd(1, term, price),
-                                  ptu_capacity_tokens_per_month(1, output_fraction, **kwargs),
+    capacity = _check.positive("input_tpm_per_ptu", input_tpm_per_ptu) * MINUTES_PER_MONTH
+    return break_even_utilization(ptu_monthly_cost_usd(1, term, price), capacity,
                                   token_price.usd_per_1k_input, token_price.usd_per_1k_output,
-                                  output_fraction)
+                                  output_fraction, output_weight=output_weight,
+                                  cached_input_fraction=cached_input_fraction,
+                                  usd_per_1k_cached_input=token_price.usd_per_1k_cached_input,
+                                  cached_input_weight=cached_input_weight)
 
 
 __all__ = ["TERMS", "ptu_tokens_per_minute", "ptu_capacity_tokens_per_month", "ptu_monthly_cost_usd",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .. import _check
 from ..models import get_model
 from .payg import blended_price, break_even_utilization
-from .prices import GPT_4O, H100_USD_PER_GPU_HOUR, MINUTES_PER_MONTH, TokenPrice
+from .prices import GPT_4O, H100_USD_PER_GPU_HOUR, LLAMA_3_70B_HOSTED, MINUTES_PER_MONTH, TokenPrice
 from .selfhost import crossover_tokens_per_month, replica_throughput, self_hosted_tco
 from .spillover import demand_trace
 
@@ -20,8 +20,12 @@ from .spillover import demand_trace
 class Commitment:
     """A dedicated commitment: a fixed monthly price for a fixed throughput in tokens/min.
 
-    Its capacity is counted in tokens whatever the mix, as a team counts it when it sizes a
-    contract in tokens per minute.
+    Its capacity is counted in tokens of any kind, whatever the mix: a contract sold as so
+    many tokens a minute, or a sizing sheet that treats a PTU as a fixed tokens-per-minute
+    figure. That is the assumption under which the mix moves its break-even utilisation
+    (40% at a 50% output mix, 77% at 10%). Were the same capacity counted as a PTU counts
+    it, in input-equivalent tokens with output weighed at the price ratio
+    (``output_weight=4`` below), the mix would cancel out of the break-even.
     """
 
     monthly_usd: float
@@ -41,10 +45,13 @@ class Commitment:
         """What one token/min of this capacity costs a month: the price of a spillover floor."""
         return self.monthly_usd / self.capacity_tokens_per_minute
 
-    def break_even_utilization(self, output_fraction: float, price: TokenPrice = GPT_4O) -> float:
-        """Break-even utilisation against PAYG at ``price`` for the mix."""
+    def break_even_utilization(self, output_fraction: float, price: TokenPrice = GPT_4O, *,
+                               output_weight: float = 1.0) -> float:
+        """Break-even utilisation against PAYG at ``price`` for the mix; ``output_weight``:
+        how many tokens of capacity an output token uses (1: capacity counted in tokens)."""
         return break_even_utilization(self.monthly_usd, self.capacity_tokens_per_month,
-                                      price.usd_per_1k_input, price.usd_per_1k_output, output_fraction)
+                                      price.usd_per_1k_input, price.usd_per_1k_output, output_fraction,
+                                      output_weight=output_weight)
 
     def sized_for(self, capacity_tokens_per_minute: float) -> "Commitment":
         """The same price per unit of capacity, for a different capacity."""
@@ -52,11 +59,14 @@ class Commitment:
 
 
 #: $13,140 a month for 120,000 tokens/min (2,000 tokens/s, 5.256 B tokens a month): $2.50 per
-#: 1M tokens of capacity. Against gpt-4o list prices its break-even is 40% at a 50% output
-#: mix and 77% at 10%.
+#: 1M tokens of capacity, counted in tokens of any kind. Against gpt-4o list prices its
+#: break-even is 40% at a 50% output mix and 77% at 10%.
 COMMITMENT = Commitment(monthly_usd=13_140, capacity_tokens_per_minute=120_000)
 MIX_BEFORE, MIX_AFTER = 0.5, 0.1           # output fraction before and after the agents' retrieval
 MIX_TRACE = 0.25                           # the mix of the traffic in the demand trace
+#: Share of the agents' input tokens that repeat a prefix the provider has cached (system
+#: prompt, tool schemas, documents several requests retrieve): an assumption of the scenario.
+AGENT_CACHED_INPUT_FRACTION = 0.5
 
 #: The seeded demand trace of the spillover sections: 30 days, 60,000 tokens/min on average.
 TRACE_KWARGS = dict(days=30, mean_tpm=60_000, seed=7)
@@ -75,8 +85,11 @@ class SelfHostScenario:
     contexts, traffic at a 25% output mix; two replicas at least (one can fail or be
     upgraded), average load at most 60% of capacity; GPUs rented at
     :data:`~servelib.economics.prices.H100_USD_PER_GPU_HOUR`; an engineer on inference
-    operations costs $180,000 a year loaded (salary, benefits, on-call). Compared with
-    gpt-4o at list price for the same mix.
+    operations costs $180,000 a year loaded (salary, benefits, on-call). Compared with two
+    PAYG lines for the same mix: ``payg``, gpt-4o, the closed model the team would otherwise
+    call (a different model with a different tokenizer: the comparison holds only if the
+    open model does the job as well); and ``hosted``, the same open weights served by a
+    provider (:data:`~servelib.economics.prices.LLAMA_3_70B_HOSTED`), like for like.
     """
 
     model: str = "llama-3-70b"
@@ -90,6 +103,7 @@ class SelfHostScenario:
     max_utilization: float = 0.6
     usd_per_engineer_year: float = 180_000
     payg: TokenPrice = field(default=GPT_4O)
+    hosted: TokenPrice = field(default=LLAMA_3_70B_HOSTED)
 
     def throughput(self, batch: int | None = None):
         """:func:`~servelib.economics.selfhost.replica_throughput` of one replica."""
@@ -97,10 +111,20 @@ class SelfHostScenario:
                                   context_len=self.context_len, output_fraction=self.output_fraction,
                                   tp_degree=self.tp_degree)
 
+    def blended_usd_per_1k(self, price: TokenPrice | None = None) -> float:
+        """The blended PAYG price of the mix at ``price`` (default ``payg``), USD per 1k tokens."""
+        p = self.payg if price is None else price
+        return blended_price(p.usd_per_1k_input, p.usd_per_1k_output, self.output_fraction)
+
     @property
     def payg_usd_per_1k(self) -> float:
-        """The blended PAYG price of the mix (USD per 1k tokens)."""
-        return blended_price(self.payg.usd_per_1k_input, self.payg.usd_per_1k_output, self.output_fraction)
+        """The blended gpt-4o PAYG price of the mix (USD per 1k tokens)."""
+        return self.blended_usd_per_1k()
+
+    @property
+    def hosted_usd_per_1k(self) -> float:
+        """The blended price of the same model hosted by a provider (USD per 1k tokens)."""
+        return self.blended_usd_per_1k(self.hosted)
 
     def _kwargs(self, n_engineers):
         return dict(gpus_per_replica=self.tp_degree, min_replicas=self.min_replicas,
@@ -112,9 +136,10 @@ class SelfHostScenario:
         return self_hosted_tco(monthly_tokens, self.throughput(batch).tokens_per_gpu_s,
                                self.usd_per_gpu_hour, **self._kwargs(n_engineers))
 
-    def crossover(self, n_engineers: float, batch: int | None = None) -> float:
-        """Monthly tokens at which this deployment costs no more than PAYG."""
-        return crossover_tokens_per_month(self.payg_usd_per_1k, self.throughput(batch).tokens_per_gpu_s,
+    def crossover(self, n_engineers: float, batch: int | None = None, price: TokenPrice | None = None) -> float:
+        """Monthly tokens at which this deployment costs no more than PAYG at ``price``
+        (default ``payg``, gpt-4o; pass ``hosted`` for the like-for-like line)."""
+        return crossover_tokens_per_month(self.blended_usd_per_1k(price), self.throughput(batch).tokens_per_gpu_s,
                                           self.usd_per_gpu_hour, **self._kwargs(n_engineers))
 
 

@@ -6,9 +6,12 @@ for every minute whether used or not; demand above it either spills to pay-as-yo
 HTTP 429). All costs are per month: a trace of any length is scaled to a 730-hour month.
 
 The cheapest floor has a closed form. Raising the floor by one token/min costs the floor
-price and saves the PAYG price of the minutes in which demand exceeds it, so the optimum
-is where the share of minutes above the floor equals the break-even utilisation u*:
-the floor sits at the (1 - u*) quantile of demand. With u* near 50% that is p50.
+price p a month and saves the PAYG price of that token/min in every minute demand exceeds
+the floor, so the optimum is where the share of minutes above the floor equals the
+break-even utilisation of dedicated capacity, ``u* = p / (minutes per month x b)``: the
+floor sits at the (1 - u*) quantile of demand (:func:`cheapest_floor_percentile`). That is
+p50 only when u* = 50%; the dearer the capacity, the lower the floor, and none at all when
+u* >= 1.
 """
 from __future__ import annotations
 
@@ -71,6 +74,29 @@ def floor_at_percentile(demand_tpm, percentile: float) -> float:
     if not 0 <= p <= 100:
         raise ValueError(f"percentile must lie in [0, 100], got {percentile!r}")
     return float(np.percentile(_demand(demand_tpm), p))
+
+
+def floor_break_even_utilization(floor_usd_per_tpm_month: float, blended_usd_per_1k: float) -> float:
+    """Break-even utilisation u* of dedicated capacity priced per token/min per month:
+    ``floor_usd_per_tpm_month / (minutes per month x blended / 1000)``.
+
+    One token/min of floor costs ``floor_usd_per_tpm_month``; fully used, it would carry
+    730 x 60 tokens worth ``blended`` each on PAYG. Raises ValueError for a negative price
+    or a blended price that is not > 0.
+    """
+    unit = _check.non_negative("floor_usd_per_tpm_month", floor_usd_per_tpm_month)
+    return unit / (MINUTES_PER_MONTH * _check.positive("blended_usd_per_1k", blended_usd_per_1k) / 1000)
+
+
+def cheapest_floor_percentile(break_even_utilization: float) -> float:
+    """Percentile of demand at which the cheapest floor (with spill to PAYG) sits:
+    ``100 (1 - u*)``, and 0 (no floor) when u* >= 1.
+
+    u* = 0.5 gives p50; Azure's gpt-4o PTU list prices (u* about 0.95 monthly, 0.81 yearly)
+    give p5 and p19. Raises ValueError for a negative u*.
+    """
+    u = _check.non_negative("break_even_utilization", break_even_utilization)
+    return 100 * (1 - min(u, 1.0))
 
 
 @dataclass(frozen=True)
@@ -144,7 +170,8 @@ def cheapest_floor(demand_tpm, floor_usd_per_tpm_month: float, blended_usd_per_1
 
     The cost is convex and piecewise linear in the floor with kinks at the demand values, so
     the minimum lies at zero or at one of them; all are evaluated (O(n log n)). It sits at
-    the (1 - u*) quantile of demand, u* the break-even utilisation of dedicated capacity.
+    the (1 - u*) quantile of demand, u* the break-even utilisation of dedicated capacity
+    (:func:`floor_break_even_utilization`, :func:`cheapest_floor_percentile`).
     """
     d = np.sort(_demand(demand_tpm))
     unit = _check.non_negative("floor_usd_per_tpm_month", floor_usd_per_tpm_month)
