@@ -21,18 +21,20 @@
 # Three ways to pay for the same tokens: per token ({term}`PAYG`), per unit of reserved
 # throughput ({term}`PTU`), or per GPU-hour and per engineer (self-hosting). Choosing
 # between them is arithmetic, but the arithmetic has an input that teams forget to ask
-# for: the **mix** of input and output tokens. The mix sets the price of an average token,
-# how much a reservation carries, and so every break-even. This chapter derives the
-# break-even of a commitment, sizes a dedicated floor on a realistic demand trace, and
-# prices a self-hosted deployment from the serving model of the earlier chapters rather
-# than from a guess.
+# for: the **mix** of input and output tokens. The mix sets the price of an average token
+# and how many tokens a reservation carries; whether it then moves the break-even or the
+# number of units to buy depends on how the seller counts capacity, a second question
+# teams forget. This chapter derives the break-even of a commitment once for both cases,
+# sizes a dedicated floor on a realistic demand trace, and prices a self-hosted deployment
+# from the serving model of the earlier chapters rather than from a guess, against the
+# same model hosted by a provider as well as against the closed model it would replace.
 #
 # **You will be able to**
-# 1. compute the {term}`blended price` of a workload and the break-even volume and utilisation of a commitment, and say why they move with the output mix;
-# 2. explain why the tokens a PTU carries depend on the mix, and price hourly, monthly and yearly reservations against PAYG;
-# 3. size a dedicated floor on a demand trace, with overflow {term}`spilled <Spillover>` to PAYG or refused, and find the cheapest floor;
-# 4. derive a self-hosted unit cost from tokens per GPU-second, with the idle capacity and the engineering line itemised, and find where it crosses PAYG;
-# 5. catch four beginner mistakes: a break-even quoted without its mix, a fixed tokens-per-PTU figure, a floor bought for the peak, and a self-hosting case that counts GPU-hours alone.
+# 1. compute the {term}`blended price` of a workload and the break-even volume and utilisation of a commitment, and say when the output mix moves the break-even and when it moves the capacity to buy instead;
+# 2. explain why the tokens a PTU carries depend on the mix, price hourly, monthly and yearly reservations against PAYG, and account for cached-input and batch discounts;
+# 3. size a dedicated floor on a demand trace, with overflow {term}`spilled <Spillover>` to PAYG or refused, and derive the cheapest floor: the $(1 - u^*)$ quantile of demand;
+# 4. derive a self-hosted unit cost from tokens per GPU-second, with the idle capacity and the engineering line itemised, and find where it crosses PAYG for the same model and for a different one;
+# 5. catch four beginner mistakes: a break-even quoted without its mix, a fixed tokens-per-PTU figure, a floor bought for the peak (or at p50 by rule), and a self-hosting case that counts GPU-hours alone.
 
 # %%
 # Setup. On Colab this installs servelib from the book's repository; elsewhere it is
@@ -56,10 +58,13 @@ import numpy as np
 
 from servelib import plots
 from servelib.book import glue
-from servelib.economics import (GPT_4O, GPT_4O_MINI, blended_price, break_even_tokens, break_even_utilization,
-                                cheapest_floor, floor_at_percentile, payg_cost_usd, ptu_break_even_utilization,
-                                ptu_monthly_cost_usd, ptu_tokens_per_minute, ptus_needed, replica_throughput,
+from servelib.economics import (AZURE_PTU, GPT_4O, GPT_4O_MINI, MINUTES_PER_MONTH, blended_price, break_even_tokens,
+                                break_even_utilization, capacity_units_per_token, cheapest_floor,
+                                cheapest_floor_percentile, floor_at_percentile, floor_break_even_utilization,
+                                payg_cost_usd, ptu_break_even_utilization, ptu_monthly_cost_usd,
+                                ptu_tokens_per_minute, ptu_usd_per_tpm_month, ptus_needed, replica_throughput,
                                 spillover_cost)
+from servelib.economics.prices import GPT_4O_INPUT_TPM_PER_PTU, GPT_4O_PTU_MIN_REGIONAL, PTU_OUTPUT_TOKEN_WEIGHT
 from servelib.economics import scenarios as sc
 from servelib.grading import check
 from servelib.models import get_model
@@ -101,28 +106,43 @@ glue("ec_blend50", f"${b50:.2f}")
 # {glue:text}`ec_blend10` per million at a 10% output mix, {glue:text}`ec_blend50` at 50%:
 # almost a factor of two for the same model and the same list prices.
 #
-# ## Break-even: volume and utilisation
+# ## Break-even: volume, then utilisation
 #
 # A commitment costs $C$ a month whatever is used. Paying per token for the same traffic
-# costs $b \cdot V / 1000$ for $V$ tokens. The two are equal at
+# costs $b(f) \cdot V / 1000$ for $V$ tokens. The two are equal at the **break-even volume**
 #
 # $$
-# V^* = \frac{C}{b} \times 1000 \ \text{tokens a month},
-# \qquad
-# u^* = \frac{V^*}{\text{capacity}} = \frac{1000\,C}{b(f)\cdot \text{capacity}} .
+# V^* = \frac{1000\, C}{b(f)} \ \text{tokens a month},
 # $$
 #
-# Below $u^*$ the commitment costs more than PAYG would have. The mix sits in the
-# denominator: with capacity counted in tokens, $u^* \propto 1/b(f)$, and a falling output
-# fraction *raises* the break-even. Going from 50% to 10% output multiplies it by
-# $b(0.5)/b(0.1) = 6.25/3.25 = 1.92$ (the ratio is asserted in the next cell).
+# which always moves with the mix, because the blended price does. The
+# {term}`break-even utilisation <Break-even utilisation>` is that volume as a share of the capacity, and here a second question
+# enters: *how does the seller count capacity?* Say the commitment sustains $K$ tokens of
+# capacity a month and one output token uses $w$ of them (an input token one). An average
+# token of the mix uses $(1 - f) + w f$, so
 #
-# The scenario: a dedicated commitment of \$13,140 a month for 120,000 tokens a minute
-# (2,000 tokens/s, 5.26 billion tokens in a 730-hour month), which is \$2.50 per million
-# tokens of capacity, priced against gpt-4o list prices. Its capacity is counted in
-# tokens per minute whatever the mix, which is how a sizing sheet that treats a PTU as so
-# many tokens a minute computes a PTU break-even; the next section shows what changes
-# when the capacity itself depends on the mix.
+# $$
+# u^* = \frac{V^* \,[(1 - f) + w f]}{K}
+#     = \frac{1000\, C}{K\, c_{in}} \cdot \frac{(1 - f) + w f}{(1 - f) + r f},
+# \qquad r = \frac{c_{out}}{c_{in}} .
+# $$
+#
+# Two cases cover what is sold:
+#
+# * **Capacity counted in tokens of any kind** ($w = 1$): a contract for so many tokens a
+#   minute, or a sizing sheet that treats a PTU as a fixed tokens-per-minute figure. Then
+#   $u^* \propto 1/b(f)$: **the mix moves the break-even**, and a falling output fraction
+#   raises it, by $b(0.5)/b(0.1) = 6.25/3.25 = 1.92$ from a 50% to a 10% mix.
+# * **Capacity in input-equivalent tokens with output weighed at the price ratio**
+#   ($w = r$): an Azure PTU of gpt-4.1 or later {cite}`azure_ptu`. The two factors cancel,
+#   $u^* = 1000\,C / (K c_{in})$ depends on prices alone, and **the mix moves the capacity
+#   instead**: $K / [(1 - f) + w f]$ tokens, so the number of units a load needs.
+#
+# Any other $w$ lies between: the break-even moves, less than with $w = 1$.
+#
+# The scenario: a dedicated commitment of \$13,140 a month for 120,000 tokens a minute of
+# any kind (2,000 tokens/s, 5.26 billion tokens in a 730-hour month), which is \$2.50 per
+# million tokens of capacity, priced against gpt-4o list prices. This is the first case:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -134,25 +154,32 @@ for f in (sc.MIX_BEFORE, sc.MIX_AFTER):
     blended = blended_price(C_IN, C_OUT, f)
     u[f] = break_even_utilization(com.monthly_usd, com.capacity_tokens_per_month, C_IN, C_OUT, f)
     print(f"output {f:.0%}: break-even {break_even_tokens(com.monthly_usd, blended) / 1e9:.2f} B tokens "
-          f"= {u[f]:.0%} utilisation")
+          f"= {u[f]:.0%} utilisation (capacity counted in tokens); "
+          f"{com.break_even_utilization(f, output_weight=GPT_4O.output_to_input_ratio):.0%} "
+          f"if output weighed {GPT_4O.output_to_input_ratio:g}")
 assert (round(u[0.5] * 100), round(u[0.1] * 100)) == (40, 77)
 assert abs(u[0.1] / u[0.5] - 6.25 / 3.25) < 1e-12 and round(u[0.1] / u[0.5], 2) == 1.92
 assert (com.monthly_usd, com.capacity_tokens_per_minute) == (13_140, 120_000)
 assert round(com.capacity_tokens_per_month / 1e9, 2) == 5.26
 assert round(com.monthly_usd / com.capacity_tokens_per_month * 1e6, 2) == 2.50       # $ per 1M tokens of capacity
+assert all(abs(com.break_even_utilization(f, output_weight=4) - 1) < 1e-12 for f in (0.1, 0.5))
 
 # %% tags=["remove-cell"]
 glue("ec_be50", f"{u[0.5]:.0%}")
 glue("ec_be10", f"{u[0.1]:.0%}")
 
 # %% [markdown]
+# The 40% and 77% hold because this capacity is a count of tokens of any kind. Counted the
+# way a PTU counts it, the same \$2.50 per million (the price of an *input* token) would
+# break even only at full use, at every mix.
+#
 # ```{admonition} War story: the break-even that moved
 # :class: warning
-# The numbers behind this commitment were worked out for a chat product whose tokens were
-# half output, and they said {glue:text}`ec_be50`. Months later the same team shipped
-# agents that pasted retrieved documents into their prompts and answered in a line or two.
-# Only a tenth of the tokens were now output, which put the break-even at
-# {glue:text}`ec_be10`: by then the contract could not be undone.
+# The numbers behind this commitment, whose capacity was a count of tokens, were worked
+# out for a chat product whose tokens were half output, and they said {glue:text}`ec_be50`.
+# Months later the same team shipped agents that pasted retrieved documents into their
+# prompts and answered in a line or two. Only a tenth of the tokens were now output, which
+# put the break-even at {glue:text}`ec_be10`: by then the contract could not be undone.
 # ```
 #
 # What it did to the bill, at a steady {glue:text}`ec_story_volume` tokens a month
@@ -174,13 +201,74 @@ glue("ec_story_volume", f"{volume / 1e9:.0f} billion")
 glue("ec_story_load", f"{volume / com.capacity_tokens_per_month:.0%}")
 
 # %% [markdown]
-# **Takeaway:** a break-even without its mix is not a number. Quote it as
-# "{glue:text}`ec_be50` at a 50% output mix", and recompute it when the workload changes shape.
+# ### The same shift on a PTU: the break-even stays, the utilisation falls
+#
+# Would real PTUs have spared the team? Take 50 gpt-4o PTUs reserved monthly
+# (\$13,000) carrying {glue:text}`ec_ptu_story_volume` tokens a month. With output weighed
+# at the price ratio the break-even does not move; the *utilisation* does, because the
+# same tokens now use less of the capacity. Compare $u/u^*$ in both accountings: it is
+# $u / u^* = b(f)\,V / (1000\, C)$, the PAYG value of the traffic over the commitment,
+# whatever $w$ is. The mix changes the money the same way; $w$ only decides whether it
+# shows in $u^*$ or in $u$.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+n_ptu, ptu_volume = 50, 2e9
+ptu_units = n_ptu * GPT_4O_INPUT_TPM_PER_PTU * MINUTES_PER_MONTH        # input-equivalent tokens a month
+ptu_usd = ptu_monthly_cost_usd(n_ptu, "monthly")
+ratios = {}
+print(f"{'':<42}{'output':>7}{'u':>6}{'u*':>6}{'u/u*':>7}{'PTUs needed':>13}")
+for f in (sc.MIX_BEFORE, sc.MIX_AFTER):
+    rows = {"contract, capacity counted in tokens": (volume / com.capacity_tokens_per_month, u[f], "-"),
+            f"{n_ptu} PTUs, output weighed {PTU_OUTPUT_TOKEN_WEIGHT:g}": (
+                ptu_volume * capacity_units_per_token(f, PTU_OUTPUT_TOKEN_WEIGHT) / ptu_units,
+                ptu_break_even_utilization(f, "monthly"),
+                ptus_needed(ptu_volume / MINUTES_PER_MONTH, f, min_ptus=1, step=1))}
+    for name, (use, be, need) in rows.items():
+        ratios[name, f] = use / be
+        print(f"{name:<42}{f:>7.0%}{use:>6.0%}{be:>6.0%}{use / be:>7.2f}{need:>13}")
+shrink = blended_price(C_IN, C_OUT, 0.1) / blended_price(C_IN, C_OUT, 0.5)
+for name in {k for k, _ in ratios}:
+    assert abs(ratios[name, 0.1] / ratios[name, 0.5] - shrink) < 1e-12      # the same 0.52 either way
+ptu_need = {f: ptus_needed(ptu_volume / MINUTES_PER_MONTH, f, min_ptus=1, step=1) for f in (0.5, 0.1)}
+assert ptu_need == {0.5: 46, 0.1: 24} and ptu_usd == 13_000
+assert abs(ratios[f"{n_ptu} PTUs, output weighed 4", 0.5] - payg_cost_usd(ptu_volume, blended_price(C_IN, C_OUT, 0.5)) / ptu_usd) < 1e-12
+
+# %% tags=["remove-cell"]
+glue("ec_ptu_story_volume", f"{ptu_volume / 1e9:.0f} billion")
+glue("ec_shrink", f"{shrink:.2f}")
+glue("ec_ptu_need50", f"{ptu_need[0.5]}")
+glue("ec_ptu_need10", f"{ptu_need[0.1]}")
+
+# %% [markdown]
+# In both rows the shift multiplies $u/u^*$ by $b(0.1)/b(0.5) =$ {glue:text}`ec_shrink`. On
+# the contract the break-even climbs past the utilisation; on the PTUs the utilisation
+# falls away from the break-even, and the load that needed {glue:text}`ec_ptu_need50` PTUs
+# now needs {glue:text}`ec_ptu_need10`: the mix moved the *number of PTUs to buy*. (Those
+# PTUs never paid on cost alone, even at the old mix; the next section says why.)
+#
+# **Takeaway:** a break-even is a pair, a utilisation *and* the mix it was computed at,
+# unless the capacity weighs output at the price ratio, in which case the mix belongs to
+# the PTU count instead. Before signing, ask:
+#
+# 1. **How does the capacity count tokens?** Is an output token weighed, by how much, and
+#    does that match the price ratio? Azure states the price ratio for gpt-4.1 and later;
+#    for older models such as gpt-4o it gives the ratio only through its capacity
+#    calculator, so the 4 this chapter uses for gpt-4o is an assumption to confirm. Do
+#    cached input tokens count?
+# 2. **What is the mix now, and where is it going** (agents, retrieval, longer answers)?
+#    Recompute the break-even if capacity is counted in tokens, the unit count if it is
+#    weighed.
+# 3. **What utilisation will the floor you intend reach on your demand trace**, against
+#    the break-even of each term (hourly, monthly, yearly)?
+# 4. **What is the smallest purchase**, and does it exceed the cheapest floor?
+# 5. **Is the purpose cost, or guaranteed throughput and latency?** At list prices a PTU
+#    barely pays for itself on cost.
 #
 # ### Calculator: break-even against the output mix
 #
-# Move the mix, the commitment or the prices. (The calculator runs in Jupyter or Colab;
-# the book shows its figure below.)
+# Move the mix, the commitment, the prices or the weight of an output token. (The
+# calculator runs in Jupyter or Colab; the book shows its figure below.)
 
 # %% tags=["remove-output"]
 break_even_calculator()
@@ -189,17 +277,17 @@ break_even_calculator()
 fig = break_even_figure(ptu_terms=("monthly", "yearly"))
 
 # %% [markdown]
-# *Figure: break-even utilisation of the \$13,140 commitment against the output fraction
-# (solid), and of gpt-4o PTUs at Azure's regional list prices (dashed, next section). Notice how steeply the
-# solid line rises as output falls below 20%: most of the movement lives where agents and
-# retrieval push the mix.*
+# *Figure: break-even utilisation of the \$13,140 commitment, its capacity counted in
+# tokens, against the output fraction (solid), and of gpt-4o PTUs at Azure's regional list
+# prices, output weighed at the price ratio (dashed, next section). Notice how steeply the
+# solid line rises as output falls below 20%, where agents and retrieval push the mix,
+# while the dashed lines stay flat.*
 #
 # ## Tokens per PTU is not a constant
 #
 # A PTU is sold as throughput, and its datasheet figure is in *input* tokens per minute:
 # about 2,500 for gpt-4o {cite}`azure_ptu`. An output token counts as $w$ input tokens
-# toward that throughput (for recent models $w$ equals the output:input price ratio, 4).
-# So $n$ PTUs carry
+# toward that throughput, so $n$ PTUs carry
 #
 # $$
 # \text{tokens per minute} = \frac{n \cdot K}{(1 - f) + w f}
@@ -226,6 +314,7 @@ be_month, be_year = (ptu_break_even_utilization(0.1, t) for t in ("monthly", "ye
 assert round(ptu_tokens_per_minute(1, 0.5)) == 1000 and pure_vs_half == 2.5
 assert (round(be_month, 2), round(be_year, 2)) == (0.95, 0.81)
 assert all(abs(ptu_break_even_utilization(f, "monthly") - be_month) < 1e-12 for f in (0.0, 0.25, 0.5))
+assert abs(be_month - AZURE_PTU.usd_per_month / (GPT_4O_INPUT_TPM_PER_PTU * MINUTES_PER_MONTH * C_IN / 1000)) < 1e-12
 
 # %% tags=["remove-cell"]
 glue("ec_ptu_pure_vs_half", f"{pure_vs_half:g}")
@@ -235,18 +324,74 @@ glue("ec_ptu_be_year", f"{be_year:.0%}")
 # %% [markdown]
 # Two lessons. First, one PTU carries {glue:text}`ec_ptu_pure_vs_half` times as many
 # tokens of pure input as of a 50% output mix: the mix decides how many to buy. Second,
-# because the weight here equals the price ratio, a token's PAYG price and the capacity it
-# uses scale together, and the break-even in PTU utilisation stops depending on the mix:
-# {glue:text}`ec_ptu_be_month` on a monthly reservation and {glue:text}`ec_ptu_be_year` on
-# a yearly one. At regional list prices a gpt-4o PTU barely pays for itself
-# on cost alone (hourly, never); teams buy them for guaranteed throughput and latency.
-# Where the weight differs from the price ratio, the mix moves the break-even again:
+# with $w = r = 4$ this is the second case of the derivation above: the break-even is
+# $u^* = 1000\,C/(K c_{in})$, \$260 over the PAYG value of 2,500 input tokens a minute for
+# a month, {glue:text}`ec_ptu_be_month` on a monthly reservation and
+# {glue:text}`ec_ptu_be_year` on a yearly one, at every mix. At regional list prices a
+# gpt-4o PTU barely pays for itself on cost alone (hourly, never); teams buy them for
+# guaranteed throughput and latency. The weight of 4 for gpt-4o is an assumption (the
+# first question above); where the weight differs from the price ratio, the mix moves the
+# break-even again:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for w in (2, 4, 6):
     lo, hi = (ptu_break_even_utilization(f, "yearly", output_weight=w) for f in (0.1, 0.5))
     print(f"output weight {w}: yearly break-even {lo:.0%} at 10% output, {hi:.0%} at 50%")
+
+# %% [markdown]
+# ### Discounts the workload can claim: cached input and the batch API
+#
+# Two list-price discounts change the PAYG side of every comparison {cite}`openai_pricing`.
+# **Cached input**: an input token that repeats a prefix the provider has just processed
+# (a system prompt, tool schemas, a document several requests retrieve) costs gpt-4o
+# \$1.25 per million instead of \$2.50. The agents of the war story are the workload that
+# gets it; assume {glue:text}`ec_cached_share` of their input tokens hit the cache. A PTU
+# treats cached tokens even better: Azure deducts them from PTU utilisation entirely
+# {cite}`azure_prompt_caching`. **The batch API**: requests that may wait up to a day cost
+# half price, input and output. An overnight tier is the workload that gets it.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+h = sc.AGENT_CACHED_INPUT_FRACTION
+agents = {"list": (GPT_4O.blended(sc.MIX_AFTER), u[sc.MIX_AFTER], be_month),
+          f"{h:.0%} of input cached": (
+              GPT_4O.blended(sc.MIX_AFTER, cached_input_fraction=h),
+              break_even_utilization(com.monthly_usd, com.capacity_tokens_per_month, C_IN, C_OUT, sc.MIX_AFTER,
+                                     cached_input_fraction=h, usd_per_1k_cached_input=GPT_4O.usd_per_1k_cached_input),
+              ptu_break_even_utilization(sc.MIX_AFTER, "monthly", cached_input_fraction=h))}
+print(f"agents, {sc.MIX_AFTER:.0%} output{'':<14}{'$ per 1M':>9}{'contract u*':>13}{'PTU u* (monthly)':>18}")
+for name, (b, u_com, u_ptu) in agents.items():
+    print(f"  {name:<30}{b * 1000:>9.2f}{u_com:>13.0%}{u_ptu:>18.0%}")
+batch = GPT_4O.batch()
+overnight = {"interactive": (GPT_4O.blended(sc.MIX_TRACE), com.break_even_utilization(sc.MIX_TRACE),
+                             ptu_break_even_utilization(sc.MIX_TRACE, "monthly")),
+             "batch API": (batch.blended(sc.MIX_TRACE), com.break_even_utilization(sc.MIX_TRACE, batch),
+                           ptu_break_even_utilization(sc.MIX_TRACE, "monthly", token_price=batch))}
+print(f"overnight tier, {sc.MIX_TRACE:.0%} output")
+for name, (b, u_com, u_ptu) in overnight.items():
+    print(f"  {name:<30}{b * 1000:>9.2f}{u_com:>13.0%}{u_ptu:>18.0%}")
+cached_be = agents[f"{h:.0%} of input cached"]
+assert (round(cached_be[0] * 1000, 2), round(cached_be[1], 2), round(cached_be[2], 2)) == (2.69, 0.93, 0.75)
+assert (round(overnight["batch API"][1], 2), round(overnight["batch API"][2], 2)) == (1.14, 1.90)
+
+# %% tags=["remove-cell"]
+glue("ec_cached_share", f"{h:.0%}")
+glue("ec_cached_blend", f"${cached_be[0] * 1000:.2f}")
+glue("ec_cached_be_com", f"{cached_be[1]:.0%}")
+glue("ec_cached_be_ptu", f"{cached_be[2]:.0%}")
+glue("ec_batch_be_com", f"{overnight['batch API'][1]:.0%}")
+glue("ec_batch_be_ptu", f"{overnight['batch API'][2]:.0%}")
+
+# %% [markdown]
+# Caching cuts the agents' blended price to {glue:text}`ec_cached_blend` per million. That
+# pushes the break-even of capacity counted in tokens further out, to
+# {glue:text}`ec_cached_be_com`, but pulls the PTU's in, to {glue:text}`ec_cached_be_ptu`:
+# PAYG still charges half for a cached token, the PTU nothing. The batch API halves the
+# PAYG price of an overnight tier, which doubles every break-even:
+# {glue:text}`ec_batch_be_com` and {glue:text}`ec_batch_be_ptu`, above 100%, so no
+# reservation pays for traffic that can wait. Compare a commitment with the PAYG price the
+# workload would really pay.
 
 # %% [markdown]
 # ## A floor and spillover, on a realistic trace
@@ -291,12 +436,13 @@ fig.tight_layout()
 # \quad\Longrightarrow\quad F^* = \text{the } (1 - u^*) \text{ quantile of demand}.
 # $$
 #
-# So the cheapest floor is the demand level exceeded a fraction $u^*$ of the time. With a
-# break-even near one half that level is the median: **buy dedicated capacity for the
-# typical minute (p50) and let the excess go to PAYG**. Our capacity price (\$2.50 per
-# million tokens of capacity) and a {glue:text}`ec_mix_trace` output mix give
-# $u^* =$ {glue:text}`ec_u_trace`, so the optimum is {glue:text}`ec_best_pct`, and p50 is
-# close to it.
+# The middle term is the break-even utilisation of the dedicated capacity, the $u^*$ of
+# the previous sections ($p$ is its price per token/min of the mix). So the cheapest floor
+# is the demand level exceeded a fraction $u^*$ of the time. **It is the median only when
+# $u^* = 50\%$**: the dearer the capacity against PAYG, the lower the floor, and when
+# $u^* \ge 1$ no floor pays at all. Whatever its level, the excess spills to PAYG. Our
+# \$2.50 per million tokens of capacity and a {glue:text}`ec_mix_trace` output mix give
+# $u^* =$ {glue:text}`ec_u_trace`, so the optimum is {glue:text}`ec_best_pct`:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -314,10 +460,13 @@ for name, r in options.items():
     print(f"{name:<28}{r.floor_tpm:>17,.0f}{r.total_usd:>10,.0f}{r.availability:>14.1%}"
           f"{(f'{r.floor_utilization:.0%}' if r.floor_tpm else '-'):>12}")
 u_trace = com.break_even_utilization(sc.MIX_TRACE)
-print(f"break-even utilisation of the capacity at this mix: {u_trace:.0%}")
+print(f"break-even utilisation of the capacity at this mix: {u_trace:.0%} -> cheapest floor at "
+      f"p{cheapest_floor_percentile(u_trace):.0f}")
 assert options["floor at p50, spill"].total_usd < options["no floor (all PAYG)"].total_usd
 assert options["floor at p50, spill"].availability == 1 and options["floor at p50, refuse"].availability < 0.8
 assert round(u_trace, 2) == 0.57 and best_pct == "p43"
+assert abs(floor_break_even_utilization(unit, blended) - u_trace) < 1e-12
+assert abs(100 * np.mean(demand <= best.floor_tpm) - cheapest_floor_percentile(u_trace)) < 0.5
 sp, pk, nofloor = options["floor at p50, spill"], options["floor at peak"], options["no floor (all PAYG)"]
 refuse = options["floor at p50, refuse"]
 assert (round(sp.total_usd), round(pk.total_usd), round(nofloor.total_usd)) == (8_946, 29_477, 11_498)
@@ -331,14 +480,65 @@ glue("ec_peak_cost", f"${pk.total_usd:,.0f}")
 glue("ec_payg_cost", f"${nofloor.total_usd:,.0f}")
 glue("ec_refuse_avail", f"{refuse.availability:.1%}")
 glue("ec_refuse_lost", f"{1 - refuse.availability:.0%}")
+glue("ec_best_cost", f"${best.total_usd:,.0f}")
 
 # %% [markdown]
-# The floor at p50 with spill costs {glue:text}`ec_p50_cost` a month at full availability;
-# all-PAYG costs {glue:text}`ec_payg_cost`, and a floor at the peak
-# {glue:text}`ec_peak_cost`. Refusing the overflow instead of spilling it is cheaper still,
-# but serves only {glue:text}`ec_refuse_avail` of the tokens: {glue:text}`ec_refuse_lost`
-# of the demand meets throttling errors. With spill, a burst shows up on the invoice
-# instead of in the error logs.
+# The cheapest floor, {glue:text}`ec_best_pct` with spill, costs {glue:text}`ec_best_cost`
+# a month at full availability; p50 costs a little more, {glue:text}`ec_p50_cost`, because
+# the cost is flat near its minimum; all-PAYG costs {glue:text}`ec_payg_cost`, and a floor
+# at the peak {glue:text}`ec_peak_cost`. Refusing the overflow instead of spilling it is
+# cheaper still, but serves only {glue:text}`ec_refuse_avail` of the tokens:
+# {glue:text}`ec_refuse_lost` of the demand meets throttling errors. With spill, a burst
+# shows up on the invoice instead of in the error logs.
+#
+# p50 came close here only because this capacity's $u^*$ is near one half. Price the same
+# trace with gpt-4o PTUs, whose break-even is {glue:text}`ec_ptu_be_month` reserved
+# monthly and {glue:text}`ec_ptu_be_year` yearly at any mix, and the cheapest floor drops
+# to the bottom of the demand curve:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ptu_rows = {}
+print(f"{'gpt-4o PTUs':<12}{'u*':>5}{'cheapest':>10}{'saves vs PAYG':>15}{'p50 vs PAYG':>13}"
+      f"{f'{GPT_4O_PTU_MIN_REGIONAL} PTUs vs PAYG':>18}")
+smallest = ptu_tokens_per_minute(GPT_4O_PTU_MIN_REGIONAL, sc.MIX_TRACE)    # the smallest regional deployment
+for term in ("monthly", "yearly"):
+    unit_ptu = ptu_usd_per_tpm_month(sc.MIX_TRACE, term)
+    u_ptu = floor_break_even_utilization(unit_ptu, blended)
+    cheap = cheapest_floor(demand, unit_ptu, blended)
+    at = {q: spillover_cost(demand, f, unit_ptu, blended).total_usd / nofloor.total_usd - 1
+          for q, f in (("p50", p50), ("min", smallest))}
+    ptu_rows[term] = (u_ptu, 100 * np.mean(demand <= cheap.floor_tpm), 1 - cheap.total_usd / nofloor.total_usd,
+                      at["p50"], at["min"])
+    print(f"{term:<12}{u_ptu:>5.0%}{f'p{ptu_rows[term][1]:.0f}':>10}{ptu_rows[term][2]:>15.1%}"
+          f"{at['p50']:>+13.1%}{at['min']:>+18.1%}")
+print(f"the smallest regional deployment carries {smallest:,.0f} tokens/min at this mix, "
+      f"p{100 * np.mean(demand <= smallest):.0f} of demand")
+assert {t: (round(r[1]), round(r[2], 3), round(r[3], 3)) for t, r in ptu_rows.items()} == \
+    {"monthly": (5, 0.014, 0.126), "yearly": (19, 0.075, -0.005)}
+assert all(abs(r[0] - ptu_break_even_utilization(sc.MIX_TRACE, t)) < 1e-12 for t, r in ptu_rows.items())
+assert all(r[4] > 0 for r in ptu_rows.values())             # 50 PTUs cost more than no PTU at all
+
+# %% tags=["remove-cell"]
+glue("ec_ptu_floor_month", f"p{ptu_rows['monthly'][1]:.0f}")
+glue("ec_ptu_floor_year", f"p{ptu_rows['yearly'][1]:.0f}")
+glue("ec_ptu_save_month", f"{ptu_rows['monthly'][2]:.1%}")
+glue("ec_ptu_save_year", f"{ptu_rows['yearly'][2]:.1%}")
+glue("ec_ptu_p50_month", f"{ptu_rows['monthly'][3]:.0%}")
+glue("ec_ptu_min_month", f"{ptu_rows['monthly'][4]:.0%}")
+glue("ec_ptu_min_year", f"{ptu_rows['yearly'][4]:.0%}")
+glue("ec_ptu_min", f"{GPT_4O_PTU_MIN_REGIONAL}")
+
+# %% [markdown]
+# With PTU prices the cheapest floor sits at {glue:text}`ec_ptu_floor_month` (monthly) and
+# {glue:text}`ec_ptu_floor_year` (yearly), and saves only {glue:text}`ec_ptu_save_month`
+# and {glue:text}`ec_ptu_save_year` against sending everything to PAYG. A p50 floor of
+# monthly PTUs *costs* {glue:text}`ec_ptu_p50_month` more than no floor at all. And the
+# smallest regional deployment, {glue:text}`ec_ptu_min` PTUs, is already far above either
+# floor: it costs {glue:text}`ec_ptu_min_month` (monthly) or {glue:text}`ec_ptu_min_year`
+# (yearly) more than all-PAYG. On cost alone this team buys no PTU; a reason to buy one
+# anyway is the throughput and latency it guarantees, which is a different question with
+# a different price.
 #
 # ```{admonition} War story: the commitment sized to peak
 # :class: warning
@@ -351,18 +551,18 @@ glue("ec_refuse_lost", f"{1 - refuse.availability:.0%}")
 #
 # On our trace, capacity sized to the peak is busy on average mean/peak of the time,
 # {glue:text}`ec_peak_util`, and its break-even at the {glue:text}`ec_mix_trace` mix is
-# {glue:text}`ec_u_trace`. What the year cost against PAYG, and against a p50 floor with
-# spill:
+# {glue:text}`ec_u_trace`. What the year cost against PAYG, and against the cheapest floor
+# with spill:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 sized = com.sized_for(peak)
 util = demand.mean() / peak
 over_payg = 12 * (pk.total_usd - nofloor.total_usd)
-over_p50 = 12 * (pk.total_usd - sp.total_usd)
+over_best = 12 * (pk.total_usd - best.total_usd)
 print(f"peak-sized commitment: {sized.capacity_tokens_per_minute:,.0f} tokens/min for ${sized.monthly_usd:,.0f}/month")
 print(f"utilisation {util:.0%} against a break-even of {sized.break_even_utilization(sc.MIX_TRACE):.0%}")
-print(f"a year's overspend: ${over_payg:,.0f} vs PAYG, ${over_p50:,.0f} vs a p50 floor with spill")
+print(f"a year's overspend: ${over_payg:,.0f} vs PAYG, ${over_best:,.0f} vs the cheapest floor ({best_pct}) with spill")
 assert round(util, 2) == 0.22 and round(sized.break_even_utilization(sc.MIX_TRACE), 2) == 0.57
 assert round(over_payg, -3) == 216_000
 
@@ -382,7 +582,8 @@ fig = floor_figure(50)
 # %% [markdown]
 # *Figure: monthly cost of a floor at each percentile of the trace's demand, with overflow
 # spilled (blue) or refused (orange), and the availability when refused (red, right
-# axis). Notice that the spill curve is flat and lowest around the median and
+# axis); p50 dashed, the cheapest floor marked. Notice that the spill curve is lowest at
+# the $(1 - u^*)$ quantile and nearly flat around it, and
 # climbs steeply near the peak, while availability without spill only reaches 100% there.*
 #
 # ## Self-hosting: a cost per token derived from the serving model
@@ -402,6 +603,14 @@ fig = floor_figure(50)
 # The replica time-shares the two, so a token of a mix takes
 # $f / \text{decode rate} + (1 - f) / \text{prefill rate}$ seconds.
 #
+# A unit cost per token compares with a PAYG price only for the same tokens. Two PAYG lines
+# stand beside the deployment: **the same open weights hosted by a provider**, like for
+# like (same model, same tokenizer; the provider picks the serving precision)
+# {cite}`fireworks_pricing`, and **gpt-4o**, the closed model the team would otherwise
+# call. gpt-4o is a different model with a different tokenizer: the same text is a
+# different number of tokens, and the comparison means something only if the open model
+# does the job as well, which no cost arithmetic can tell.
+#
 # The deployment (every assumption is in `servelib.economics.scenarios.SELF_HOST`):
 
 # %%
@@ -414,8 +623,12 @@ print(f"decode {thr.decode_tokens_per_s:,.0f} tokens/s, prefill {thr.prefill_tok
 print(f"mix: {thr.tokens_per_s:,.0f} tokens/s per replica = {thr.tokens_per_gpu_s:,.0f} tokens per GPU-second")
 print(f"GPUs at ${sh.usd_per_gpu_hour:.2f}/hour, >= {sh.min_replicas} replicas, average load <= {sh.max_utilization:.0%}; "
       f"engineer ${sh.usd_per_engineer_year:,.0f}/year loaded")
-print(f"PAYG alternative: gpt-4o at ${sh.payg_usd_per_1k * 1000:.3f} per 1M tokens")
+print(f"PAYG, same model: {sh.hosted.model} at ${sh.hosted_usd_per_1k * 1000:.2f} per 1M tokens "
+      f"({sh.hosted.source.url}, read {sh.hosted.source.read_on})")
+print(f"PAYG, closed model: gpt-4o at ${sh.payg_usd_per_1k * 1000:.3f} per 1M tokens "
+      f"({sh.payg.source.url}, read {sh.payg.source.read_on})")
 assert thr.batch == 64 and round(thr.tokens_per_gpu_s, -1) == 2690
+assert round(sh.hosted_usd_per_1k * 1000, 2) == 0.90 and round(sh.payg_usd_per_1k * 1000, 3) == 4.375
 
 # %% [markdown]
 # These are roofline bounds: a real engine reaches some fraction of them. The crossovers
@@ -424,8 +637,8 @@ assert thr.batch == 64 and round(thr.tokens_per_gpu_s, -1) == 2690
 #
 # ```{admonition} War story: the self-hosting case that won and then lost
 # :class: warning
-# On paper the deployment beat PAYG with room to spare, because the only cost the
-# business case listed was GPU-hours. A year and a half in, keeping it running (upgrades,
+# On paper the deployment beat gpt-4o's PAYG price with room to spare, because the only
+# cost the business case listed was GPU-hours. A year and a half in, keeping it running (upgrades,
 # incidents, on-call rotas, capacity planning) had become the full-time job of two
 # platform engineers. Priced with their salaries, each token cost about
 # {glue:text}`ec_three_x` what the business case had promised.
@@ -440,47 +653,62 @@ print(f"  GPU-hours             ${t.gpu_usd:>8,.0f}   (of which idle capacity ${
 print(f"  engineering, {sc.ENGINEERS_ACTUAL} people  ${t.engineering_usd:>8,.0f}")
 print(f"  total                 ${t.total_usd:>8,.0f}")
 print(f"unit cost: business case ${t.gpu_only_usd_per_1k * 1000:.2f}, true ${t.unit_cost_usd_per_1k * 1000:.2f}, "
-      f"PAYG ${sh.payg_usd_per_1k * 1000:.2f} per 1M tokens")
+      f"PAYG gpt-4o ${sh.payg_usd_per_1k * 1000:.2f}, same model hosted ${sh.hosted_usd_per_1k * 1000:.2f} per 1M tokens")
 ratio = t.unit_cost_usd_per_1k / t.gpu_only_usd_per_1k
 print(f"true / business case = {ratio:.2f}x")
 eng_vs_gpu = t.engineering_usd / t.gpu_usd
 print(f"engineering / GPU-hours = {eng_vs_gpu:.1f}x")
 assert t.gpu_only_usd_per_1k < sh.payg_usd_per_1k < t.unit_cost_usd_per_1k and round(ratio) == 3
 assert round(eng_vs_gpu, 1) == 2.1
+assert sh.hosted_usd_per_1k < t.gpu_only_usd_per_1k           # like for like, it never won
 
 # %% tags=["remove-cell"]
 glue("ec_three_x", f"{ratio:.1f}x")
+glue("ec_gpu_only", f"${t.gpu_only_usd_per_1k * 1000:.2f}")
+glue("ec_hosted_price", f"${sh.hosted_usd_per_1k * 1000:.2f}")
 glue("ec_idle", f"{1 - t.utilization:.0%}")
 glue("ec_eng_vs_gpu", f"{eng_vs_gpu:.1f}")
 
 # %% [markdown]
-# The GPU line won: {glue:text}`ec_idle` of the GPU-hours were idle and it still beat PAYG.
-# The engineering line, {glue:text}`ec_eng_vs_gpu` times the GPU bill, turned the win into
-# {glue:text}`ec_three_x` the unit cost.
+# Against gpt-4o the GPU line won: {glue:text}`ec_idle` of the GPU-hours were idle and it
+# still beat PAYG. The engineering line, {glue:text}`ec_eng_vs_gpu` times the GPU bill,
+# turned the win into {glue:text}`ec_three_x` the unit cost. Like for like, there was no
+# win to lose: the same model hosted costs {glue:text}`ec_hosted_price` per million
+# tokens, below even the GPU-hours alone ({glue:text}`ec_gpu_only`) at this volume.
 #
 # ### Where self-hosting crosses PAYG
 #
 # PAYG grows linearly with volume; self-hosting is a staircase (a replica at a time) on
-# top of the engineering line. With the business case's quarter of an engineer, the two
-# meet between 4 and 5 billion tokens a month:
+# top of the engineering line. With the business case's quarter of an engineer, the
+# deployment meets gpt-4o's price between 4 and 5 billion tokens a month, and the same
+# model hosted only near {glue:text}`ec_cross_hosted`. An overnight tier that could use
+# gpt-4o's batch API at half price needs twice the volume of the interactive one:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 cross = {e: sh.crossover(n_engineers=e) for e in (0, sc.ENGINEERS_PLANNED, 1, sc.ENGINEERS_ACTUAL)}
-for e, v in cross.items():
-    print(f"{e:>5g} engineers on inference: self-hosting wins above {v / 1e9:5.2f} B tokens/month")
-assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9                 # the syllabus's 4-5 B
+cross_hosted = {e: sh.crossover(n_engineers=e, price=sh.hosted) for e in cross}
+cross_batch = {e: sh.crossover(n_engineers=e, price=GPT_4O.batch()) for e in cross}
+print(f"{'engineers':>10}  self-hosting wins above (B tokens/month) against:")
+print(f"{'':>10}{'gpt-4o':>10}{'gpt-4o batch':>14}{'same model hosted':>19}")
+for e in cross:
+    print(f"{e:>10g}{cross[e] / 1e9:>10.2f}{cross_batch[e] / 1e9:>14.2f}{cross_hosted[e] / 1e9:>19.2f}")
+assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9                 # the syllabus's 4-5 B, against gpt-4o
 assert round(cross[sc.ENGINEERS_PLANNED] / 1e9, 2) == 4.19 and round(cross[sc.ENGINEERS_ACTUAL] / 1e9, 2) == 10.19
+assert round(cross_hosted[sc.ENGINEERS_PLANNED] / 1e9, 2) == 20.39
+assert all(abs(cross_batch[e] - 2 * cross[e]) < 1e-3 * cross[e] for e in cross)
 
 # %% tags=["remove-cell"]
 glue("ec_cross", f"{cross[sc.ENGINEERS_PLANNED] / 1e9:.1f} B")
 glue("ec_cross2", f"{cross[sc.ENGINEERS_ACTUAL] / 1e9:.1f} B")
+glue("ec_cross_hosted", f"{cross_hosted[sc.ENGINEERS_PLANNED] / 1e9:.1f} B")
 
 # %%
 vols = np.linspace(0.2e9, 60e9, 300)
 fig, ax = plots.new_axes("monthly volume (billion tokens)", r"monthly cost (\$1,000)",
-                         "self-hosted Llama-3-70B vs gpt-4o PAYG, 25% output")
+                         "self-hosted Llama-3-70B vs PAYG, 25% output")
 ax.plot(vols / 1e9, [payg_cost_usd(v, sh.payg_usd_per_1k) / 1e3 for v in vols], label="PAYG (gpt-4o)")
+ax.plot(vols / 1e9, [payg_cost_usd(v, sh.hosted_usd_per_1k) / 1e3 for v in vols], label="PAYG (Llama-3-70B hosted)")
 for e in (sc.ENGINEERS_PLANNED, sc.ENGINEERS_ACTUAL):
     ax.plot(vols / 1e9, [sh.tco(v, n_engineers=e).total_usd / 1e3 for v in vols], label=f"self-hosted, {e:g} engineers")
 ax.legend()
@@ -489,9 +717,11 @@ fig.tight_layout()
 # %% [markdown]
 # *Figure: monthly cost against volume. Notice the staircase (a new 4-GPU replica each time
 # average load would pass 60%) and that the engineering line shifts the whole staircase
-# up: the crossover moves from {glue:text}`ec_cross` to {glue:text}`ec_cross2` tokens a
-# month. Beyond the crossover every extra token is cheap, so the case for self-hosting
-# stands or falls on how busy the GPUs will be.*
+# up: against gpt-4o the crossover moves from {glue:text}`ec_cross` to {glue:text}`ec_cross2`
+# tokens a month; against the same model hosted the lower PAYG line pushes it to
+# {glue:text}`ec_cross_hosted` with a quarter of an engineer. Beyond the crossover every
+# extra token is cheap, so the case for self-hosting stands or falls on how busy the GPUs
+# will be.*
 #
 # ### Restricted data: when the arithmetic becomes an obligation
 #
@@ -524,7 +754,9 @@ glue("ec_batch_cost", f"{one.total_usd / batched.total_usd:.1f}x")
 #
 # **A break-even quoted without its mix.** Averaging the two list prices, or quoting a
 # colleague's figure, silently assumes a mix. The average of \$2.50 and \$10 is the blended
-# price of a 50% mix; an agent workload at 10% output has a very different break-even.
+# price of a 50% mix; on capacity counted in tokens, an agent workload at 10% output has a
+# very different break-even. (On a PTU weighed at the price ratio the same slip shows up
+# in the PTU count instead: the next mistake.)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -549,14 +781,16 @@ print(f"right: {right_n} PTUs carry {ptu_tokens_per_minute(right_n, f):,.0f} tok
 assert ptu_tokens_per_minute(wrong_n, f) < load <= ptu_tokens_per_minute(right_n, f)
 
 # %% [markdown]
-# **A floor bought for the peak.** Both serve every token; one pays for the busiest
-# minute's capacity in every minute of the month.
+# **A floor bought for the peak, or at p50 by rule.** All serve every token; the peak
+# floor pays for the busiest minute's capacity in every minute of the month, and p50 is
+# right only when the break-even is one half. The right floor is the $(1 - u^*)$ quantile.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"wrong (floor at peak)    : ${pk.total_usd:,.0f}/month, availability {pk.availability:.0%}")
-print(f"right (floor at p50+spill): ${sp.total_usd:,.0f}/month, availability {sp.availability:.0%}")
-assert sp.total_usd < pk.total_usd / 3 and sp.availability == pk.availability == 1
+print(f"wrong (floor at peak)                 : ${pk.total_usd:,.0f}/month, availability {pk.availability:.0%}")
+print(f"wrong for PTUs (p50, monthly)         : {ptu_rows['monthly'][3]:+.0%} against no floor at all")
+print(f"right (cheapest, {best_pct} = 1 - u*, spill): ${best.total_usd:,.0f}/month, availability {best.availability:.0%}")
+assert best.total_usd < pk.total_usd / 3 and best.availability == pk.availability == 1
 
 # %% [markdown]
 # **A self-hosting case that counts GPU-hours alone.** Leave out the people and the
@@ -574,22 +808,34 @@ assert cross[sc.ENGINEERS_ACTUAL] > 3 * cross[0]
 # | what | value |
 # |---|---|
 # | gpt-4o blended, 10% / 50% output | {glue:text}`ec_blend10` / {glue:text}`ec_blend50` per 1M tokens |
-# | break-even of the \$13,140 commitment, 50% / 10% output | {glue:text}`ec_be50` / {glue:text}`ec_be10` |
+# | break-even of the \$13,140 commitment (capacity counted in tokens), 50% / 10% output | {glue:text}`ec_be50` / {glue:text}`ec_be10` |
+# | break-even of a gpt-4o PTU (output weighed at the price ratio), monthly / yearly, any mix | {glue:text}`ec_ptu_be_month` / {glue:text}`ec_ptu_be_year` |
+# | agents with half their input cached: break-even of the commitment / of a monthly PTU | {glue:text}`ec_cached_be_com` / {glue:text}`ec_cached_be_ptu` |
+# | overnight tier on the batch API: break-even of the commitment / of a monthly PTU | {glue:text}`ec_batch_be_com` / {glue:text}`ec_batch_be_ptu` |
 # | peak-sized commitment, a year against PAYG | {glue:text}`ec_overspend` overspent |
-# | floor at p50 with spill / at peak / none | {glue:text}`ec_p50_cost` / {glue:text}`ec_peak_cost` / {glue:text}`ec_payg_cost` a month |
+# | cheapest floor, the $(1 - u^*)$ quantile: \$2.50 capacity / PTUs monthly / PTUs yearly | {glue:text}`ec_best_pct` / {glue:text}`ec_ptu_floor_month` / {glue:text}`ec_ptu_floor_year` |
+# | cheapest floor with spill / p50 / at peak / none (\$2.50 capacity) | {glue:text}`ec_best_cost` / {glue:text}`ec_p50_cost` / {glue:text}`ec_peak_cost` / {glue:text}`ec_payg_cost` a month |
 # | self-hosting, true vs GPU-hours-only unit cost | {glue:text}`ec_three_x` |
-# | self-hosting crosses PAYG | {glue:text}`ec_cross` tokens a month (a quarter engineer), {glue:text}`ec_cross2` (two) |
+# | self-hosting crosses gpt-4o PAYG | {glue:text}`ec_cross` tokens a month (a quarter engineer), {glue:text}`ec_cross2` (two) |
+# | self-hosting crosses the same model hosted | {glue:text}`ec_cross_hosted` tokens a month (a quarter engineer) |
 #
-# A break-even is a pair: a utilisation *and* the output mix it was computed at. Buy
-# dedicated capacity for the typical minute and send the excess to PAYG, so that bursts
-# cost money rather than errors. Self-hosting pays only if the GPUs stay busy, and the
-# salaries of the people who run it usually settle the question.
+# A break-even is a pair, a utilisation *and* the output mix it was computed at, whenever
+# capacity is counted in tokens; where capacity weighs output at the price ratio, the mix
+# moves the number of units to buy instead, so ask how capacity is counted before you
+# sign. Buy dedicated capacity up to the demand level exceeded a break-even share of the
+# time, which is p50 only when that share is one half, and send the excess to PAYG, so
+# that bursts cost money rather than errors. Compare with the PAYG price the workload
+# would really pay: cached input and the batch API change it. Self-hosting pays only if
+# the GPUs stay busy, the salaries of the people who run it usually settle the question,
+# and a fair price to beat is the same model hosted by someone else.
 #
 # ## Exercises
 #
 # Each exercise states every constant it needs. Prices are list prices: gpt-4o \$2.50 /
-# \$10 and gpt-4o-mini \$0.15 / \$0.60 per 1M input / output tokens; a regional gpt-4o PTU
-# costs \$260 a month (monthly reservation) or \$221 (yearly); a month has 730 hours.
+# \$10 and gpt-4o-mini \$0.15 / \$0.60 per 1M input / output tokens, gpt-4o cached input
+# \$1.25 per 1M; Llama-3-70B hosted \$0.90 per 1M tokens, input or output; a regional
+# gpt-4o PTU costs \$260 a month (monthly reservation) or \$221 (yearly); a month has 730
+# hours.
 #
 # **ec-1.** What is the blended price of gpt-4o-mini, in dollars per million tokens, for a
 # workload whose tokens are 20% output?
@@ -671,3 +917,38 @@ answer = replica_throughput(get_model("llama-3-8b"), "l4", batch=48, context_len
                             output_fraction=0.2).tokens_per_gpu_s
 ### END SOLUTION
 check("ec-7", answer)
+
+# %% [markdown]
+# **ec-8.** A gpt-4o PTU sustains 2,500 input tokens a minute, an output token counts as 4
+# of them, and a yearly reservation costs \$221 a PTU-month. Traffic is 25% output, and
+# overflow spills to gpt-4o PAYG. At which percentile of demand does the cheapest floor of
+# such PTUs sit?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = cheapest_floor_percentile(ptu_break_even_utilization(0.25, "yearly"))
+### END SOLUTION
+check("ec-8", answer)
+
+# %% [markdown]
+# **ec-9.** The self-hosted deployment of ec-6, run by one full-time engineer, is compared
+# like for like: with Llama-3-70B hosted by a provider at \$0.90 per 1M tokens. Above what
+# monthly volume, in tokens, does self-hosting cost no more?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = sh.crossover(n_engineers=1, price=sh.hosted)
+### END SOLUTION
+check("ec-9", answer)
+
+# %% [markdown]
+# **ec-10.** The agents' traffic is 10% output, and half of their input tokens are read
+# from the prompt cache: PAYG bills them at gpt-4o's cached price, and a PTU does not count
+# them at all (output tokens count as 4 input tokens, 2,500 input tokens a minute per PTU).
+# What is the break-even utilisation (a fraction) of a PTU reserved monthly?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = ptu_break_even_utilization(0.1, "monthly", cached_input_fraction=0.5)
+### END SOLUTION
+check("ec-10", answer)

@@ -23,7 +23,8 @@
 # through such a plan for a 70B {term}`GQA` model on an 8-GPU node, computing every figure
 # from `servelib`: the cache per token and per conversation, the concurrency, why a
 # batch-1 endpoint is slow, where a dedicated floor should sit, why a break-even needs its
-# output mix, when self-hosting pays, and when cost is not the question at all. Then it
+# output mix (and how the capacity counts tokens), when self-hosting pays, and when cost
+# is not the question at all. Then it
 # turns the tables: the syllabus's six war stories become plans, and an audit,
 # `servelib.audit`, names the beginner mistake in each. Last, you find the mistakes yourself
 # before the audit does.
@@ -31,8 +32,8 @@
 # **You will be able to**
 # 1. derive a node's concurrency from memory and defend it in one sentence;
 # 2. explain a slow batch-1 endpoint with arithmetic intensity and fix it with batching;
-# 3. size a dedicated floor to p50 with spill, and quote a break-even only with its mix;
-# 4. state the assumptions behind a self-hosting crossover, and when cost is not the question;
+# 3. size a dedicated floor at the quantile its break-even sets, with spill, and quote a break-even only with its mix and the way its capacity counts tokens;
+# 4. state the assumptions behind a self-hosting crossover, against the same model hosted and against a different one, and when cost is not the question;
 # 5. read a capacity plan and name each beginner mistake in it, as the audit does.
 
 # %%
@@ -64,8 +65,9 @@ from servelib.audit import audit, derive, load_plan, plan_model, plan_tco, plan_
 from servelib.audit.examples import sound_plan, war_stories
 from servelib.audit.report import finding_lines
 from servelib.book import glue
-from servelib.economics import (MINUTES_PER_MONTH, blended_price, break_even_utilization, demand_trace,
-                                floor_at_percentile, spillover_cost)
+from servelib.economics import (LLAMA_3_70B_HOSTED, MINUTES_PER_MONTH, blended_price, break_even_utilization,
+                                cheapest_floor, cheapest_floor_percentile, demand_trace, floor_at_percentile,
+                                ptu_break_even_utilization, spillover_cost)
 from servelib.grading import check
 from servelib.hardware import get_gpu, ridge_point
 from servelib.memory import kv_budget_bytes, kv_bytes_per_token, max_concurrency, weight_bytes
@@ -179,27 +181,36 @@ glue("cap_util1", f"{compute_utilization(ai1, ridge):.1%}")
 # ## The floor and the spill
 #
 # Dedicated capacity ({term}`PTU`) is paid for every minute. Sized to the peak it idles most
-# of the month; sized to the median (p50) it is busy, and the minutes above it
+# of the month. Each token/min of floor pays for itself only in the minutes when demand
+# exceeds it, so the cheapest floor is the demand level exceeded a break-even share $u^*$
+# of the time, the $(1 - u^*)$ quantile of demand; the minutes above it
 # {term}`spill <Spillover>` to pay-as-you-go: the bill rises a little, nothing is refused.
-# Below, the plan's workload (5.75 B tokens a month) is spread over a seeded month of
-# traffic with a daily cycle and bursts, and the plan's dedicated price ($13,140 a month for
-# 120,000 tokens/min) is applied to floors at several percentiles.
+# That quantile is the median only when $u^* = 50\%$. Below, the plan's workload (5.75 B
+# tokens a month) is spread over a seeded month of traffic with a daily cycle and bursts,
+# and the plan's dedicated price ($13,140 a month for 120,000 tokens/min, counted in tokens
+# of any kind) is applied to floors at several percentiles.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 trace = demand_trace(mean_tpm=plan.monthly_tokens / MINUTES_PER_MONTH, seed=0)
 usd_per_tpm = plan.monthly_commitment_usd / (plan.capacity_tokens_per_month / MINUTES_PER_MONTH)
 payg = blended_price(plan.usd_per_1k_input, plan.usd_per_1k_output, plan.output_fraction)
+u_star = d.break_even_utilization
+p_star = cheapest_floor_percentile(u_star)
+print(f"break-even utilisation {u_star:.0%} -> cheapest floor at p{p_star:.0f} (the plan says p{plan.floor_percentile:g})")
 rows = {}
-for label, q, spill in (("no floor", 0, True), ("p50, spill", 50, True), ("peak", 100, True),
-                        ("p50, no spill", 50, False)):
+for label, q, spill in (("no floor", 0, True), (f"p{p_star:.0f}, spill", p_star, True), ("p50, spill", 50, True),
+                        ("peak", 100, True), (f"p{p_star:.0f}, no spill", p_star, False)):
     r = spillover_cost(trace, floor_at_percentile(trace, q) if q else 0.0, usd_per_tpm, payg, spill=spill)
     rows[label] = r
     print(f"{label:<14} floor {r.floor_tpm:>9,.0f} tokens/min  ${r.total_usd:>9,.0f}/month  "
           f"availability {r.availability:6.1%}")
-assert rows["p50, spill"].total_usd < min(rows["no floor"].total_usd, rows["peak"].total_usd)
-assert rows["p50, spill"].availability == 1 and rows["p50, no spill"].availability < 0.9
-assert rows["peak"].total_usd > 3 * rows["p50, spill"].total_usd
+best = rows[f"p{p_star:.0f}, spill"]
+assert round(u_star, 2) == 0.57 and round(p_star) == plan.floor_percentile == 43
+assert abs(best.total_usd - cheapest_floor(trace, usd_per_tpm, payg).total_usd) < 1e-3 * best.total_usd
+assert best.total_usd < min(rows["no floor"].total_usd, rows["peak"].total_usd, rows["p50, spill"].total_usd)
+assert best.availability == 1 and rows[f"p{p_star:.0f}, no spill"].availability < 0.9
+assert rows["peak"].total_usd > 3 * best.total_usd
 assert (plan.monthly_tokens, plan.monthly_commitment_usd, plan.capacity_tokens_per_month) == (5.75e9, 13_140, 120_000 * MINUTES_PER_MONTH)
 
 # %%
@@ -208,20 +219,45 @@ costs = [spillover_cost(trace, floor_at_percentile(trace, q), usd_per_tpm, payg)
 fig, ax = plots.new_axes("floor sized to percentile of demand", "monthly cost with spill (USD)",
                          "dedicated floor plus pay-as-you-go spill")
 ax.plot(qs, costs, marker="o")
-ax.axvline(50, color="grey", ls="--", lw=0.8)
+ax.axvline(p_star, color="grey", ls="--", lw=0.8)
 fig.tight_layout()
+
+# %% tags=["remove-cell"]
+glue("cap_u_star", f"{u_star:.0%}")
+glue("cap_p_star", f"p{p_star:.0f}")
 
 # %% [markdown]
 # *Figure: the month's bill for a dedicated floor at each percentile of demand, overflow
-# spilled to pay-as-you-go. Notice the shallow bowl: p50 (dashed) sits near the bottom,
-# while a floor at the peak costs more than three times as much. Without spill the p50 floor
+# spilled to pay-as-you-go. Notice the shallow bowl: its bottom is at
+# {glue:text}`cap_p_star` (dashed), the demand level exceeded {glue:text}`cap_u_star` of
+# the time, and p50 costs little more because this capacity's break-even is near one
+# half; a floor at the peak costs more than three times as much. Without spill the floor
 # would be cheap and turn requests away; with spill a busy minute raises the bill instead.*
+#
+# Nearness to p50 is a property of this price, not a rule. The same arithmetic with Azure's
+# gpt-4o PTU list prices, whose break-even is {glue:text}`cap_ptu_month` (monthly) and
+# {glue:text}`cap_ptu_year` (yearly) at any mix, puts the cheapest floor at
+# {glue:text}`cap_ptu_p_month` and {glue:text}`cap_ptu_p_year`.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ptu_be = {t: ptu_break_even_utilization(plan.output_fraction, t) for t in ("monthly", "yearly")}
+for t, u in ptu_be.items():
+    print(f"gpt-4o PTU, {t}: break-even {u:.0%} -> cheapest floor at p{cheapest_floor_percentile(u):.0f}")
+assert {t: round(cheapest_floor_percentile(u)) for t, u in ptu_be.items()} == {"monthly": 5, "yearly": 19}
+
+# %% tags=["remove-cell"]
+glue("cap_ptu_month", f"{ptu_be['monthly']:.0%}")
+glue("cap_ptu_year", f"{ptu_be['yearly']:.0%}")
+glue("cap_ptu_p_month", f"p{cheapest_floor_percentile(ptu_be['monthly']):.0f}")
+glue("cap_ptu_p_year", f"p{cheapest_floor_percentile(ptu_be['yearly']):.0f}")
 #
 # ## Never a break-even without the mix
 #
 # The {term}`blended price` of a workload is $c_{in}(1-f) + c_{out} f$ with $f$ the output
 # fraction. A fixed commitment breaks even when it replaces as many PAYG dollars as it
-# costs, so its break-even utilisation scales with one over the blended price:
+# costs. The plan's commitment counts its capacity in tokens of any kind, so its
+# break-even utilisation scales with one over the blended price:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -231,6 +267,7 @@ for f, u in be.items():
     price = blended_price(plan.usd_per_1k_input, plan.usd_per_1k_output, f) * 1000
     print(f"output {f:4.0%}: blended ${price:.2f} per 1M tokens -> break-even at {u:.0%} utilisation")
 assert (round(be[0.5], 2), round(be[0.25], 2), round(be[0.1], 2)) == (0.40, 0.57, 0.77)
+assert all(abs(ptu_break_even_utilization(f, "monthly") - ptu_be["monthly"]) < 1e-12 for f in be)
 
 # %% tags=["remove-cell"]
 glue("cap_be50", f"{be[0.5]:.0%}")
@@ -239,6 +276,10 @@ glue("cap_be10", f"{be[0.1]:.0%}")
 # %% [markdown]
 # The same contract breaks even at {glue:text}`cap_be50` with half the tokens output and at
 # {glue:text}`cap_be10` with a tenth. A break-even quoted without its mix is not a number.
+# A PTU whose capacity weighs an output token at the price ratio behaves the other way: its
+# break-even, {glue:text}`cap_ptu_month` reserved monthly, is the same at every mix, and
+# the mix moves how many PTUs the load needs instead. So ask how the capacity counts tokens
+# before quoting either figure (the economics chapter derives both from one formula).
 #
 # ## When self-hosting pays
 #
@@ -247,7 +288,9 @@ glue("cap_be10", f"{be[0.1]:.0%}")
 # month), throughput from the roofline at the plan's batch and context with a quarter of
 # the tokens output, load kept at or below 60% of capacity for headroom, and a quarter of an
 # engineer ($180,000 a year, loaded) on inference operations. Pay-as-you-go at gpt-4o list
-# prices for the same mix:
+# prices for the same mix, the closed model such a team would otherwise call (a different
+# model with a different tokenizer), and, like for like, the same open weights hosted by a
+# provider:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -256,17 +299,26 @@ print(f"self-hosted at {plan.monthly_tokens / 1e9:.2f} B tokens/month: ${d.self_
 print(f"crossover: {d.crossover_tokens_per_month / 1e9:.2f} B tokens a month")
 two_eng = derive(dataclasses.replace(plan, engineering_fte=2)).crossover_tokens_per_month
 print(f"crossover with two engineers: {two_eng / 1e9:.2f} B tokens a month")
+hosted_plan = dataclasses.replace(plan, usd_per_1k_input=LLAMA_3_70B_HOSTED.usd_per_1k_input,
+                                  usd_per_1k_output=LLAMA_3_70B_HOSTED.usd_per_1k_output)
+hosted_cross = derive(hosted_plan).crossover_tokens_per_month
+print(f"like for like, {LLAMA_3_70B_HOSTED.model} at ${LLAMA_3_70B_HOSTED.usd_per_1k_input * 1000:.2f} per 1M "
+      f"(read {LLAMA_3_70B_HOSTED.source.read_on}): crossover {hosted_cross / 1e9:.2f} B tokens a month")
 assert 4e9 <= d.crossover_tokens_per_month <= 5e9
 assert round(d.crossover_tokens_per_month / 1e9, 2) == 4.19 and round(two_eng / 1e9, 2) == 10.19
+assert round(hosted_cross / 1e9, 2) == 20.39
 
 # %% tags=["remove-cell"]
 glue("cap_crossover", f"{d.crossover_tokens_per_month / 1e9:.1f} B")
 glue("cap_crossover2", f"{two_eng / 1e9:.1f} B")
+glue("cap_crossover_hosted", f"{hosted_cross / 1e9:.1f} B")
 
 # %% [markdown]
-# On these numbers self-hosting crosses over at about {glue:text}`cap_crossover` tokens a
-# month. Each assumption moves it: two engineers instead of a quarter push it to
-# {glue:text}`cap_crossover2`.
+# On these numbers self-hosting crosses gpt-4o's price at about {glue:text}`cap_crossover`
+# tokens a month. Each assumption moves it: two engineers instead of a quarter push it to
+# {glue:text}`cap_crossover2`, and the same model hosted by a provider, the like-for-like
+# price, to {glue:text}`cap_crossover_hosted`. The gpt-4o figure holds only if the open
+# model does the work as well; that is a quality question, not an arithmetic one.
 #
 # ## When cost is not the question
 #
@@ -325,7 +377,7 @@ for story in war_stories():
 # the engine admits on the prompt length.
 #
 # **Plan B.** The same node, with TP=8 for a target of 30 conversations and a dedicated
-# floor sized to the p95 of demand.
+# floor sized to the p95 of demand (the break-even is still 57%).
 #
 # **Plan C.** The same node with no working reserve (claiming 203 conversations),
 # requests that can never fit left in the queue, and chat and batch on one endpoint.
@@ -354,17 +406,24 @@ assert [len(audit(p)) for p in quiz.values()] == [2, 2, 3]
 # | KV per 8k conversation | {glue:text}`cap_kv_seq` |
 # | conversations on 8 x 80 GiB after weights and a 10% reserve | {glue:text}`cap_conc` |
 # | batch-1 decode intensity against the ridge | {glue:text}`cap_ai1` vs {glue:text}`cap_ridge` FLOP/byte |
-# | break-even of the commitment at 50% / 10% output | {glue:text}`cap_be50` / {glue:text}`cap_be10` |
-# | self-hosting crossover on the stated assumptions | {glue:text}`cap_crossover` tokens a month |
+# | break-even of the commitment (capacity counted in tokens) at 50% / 10% output | {glue:text}`cap_be50` / {glue:text}`cap_be10` |
+# | break-even of a gpt-4o PTU reserved monthly, at any mix | {glue:text}`cap_ptu_month` |
+# | cheapest floor, the $(1 - u^*)$ quantile: the plan's capacity / PTUs monthly / yearly | {glue:text}`cap_p_star` / {glue:text}`cap_ptu_p_month` / {glue:text}`cap_ptu_p_year` |
+# | self-hosting crossover on the stated assumptions, against gpt-4o / the same model hosted | {glue:text}`cap_crossover` / {glue:text}`cap_crossover_hosted` tokens a month |
 #
 # In a single breath: how many conversations a node holds is settled by memory, so work it
 # out from the cache per token and what the weights leave; a batch-1 endpoint is slow
 # because it reads every weight for one token, and the cure is batching rather than a
-# bigger fleet; dedicated capacity covers the median minute and pay-as-you-go takes the
-# bursts, so a spike costs money instead of failed requests; a break-even figure travels
-# with the output mix it assumes, or not at all; and self-hosting pays only when the GPUs
-# stay busy enough to cover the people who run them, except with restricted data, where
-# it is the one admissible deployment and keeping it busy is a duty, not a choice.
+# bigger fleet; dedicated capacity covers demand up to the level exceeded a break-even
+# share of the time, which is the median only when that share is one half, and
+# pay-as-you-go takes the rest, so a spike costs money instead of failed requests; a
+# break-even figure travels with the output mix it assumes and the way the capacity counts
+# tokens, or not at all (counted in tokens it moves from 40% to 77% between a 50% and a
+# 10% output mix; weighed at the price ratio, as a PTU is, it stays put and the PTU count
+# moves); and self-hosting pays only when the GPUs stay busy enough to cover the people
+# who run them, measured against the same model hosted elsewhere, except with restricted
+# data, where it is the one admissible deployment and keeping it busy is a duty, not a
+# choice.
 #
 # ## Exercises
 #
@@ -393,7 +452,7 @@ check("cap-2", answer)
 
 # %% [markdown]
 # **cap-3.** The workload's output fraction becomes 30%. What is the commitment's
-# break-even utilisation (a fraction)?
+# break-even utilisation (a fraction), its capacity counted in tokens as in the plan?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
@@ -433,3 +492,13 @@ answer = len(audit(dataclasses.replace(plan, claimed_concurrency=203, admission=
                                        batching="static", shared_tiers=True)))
 ### END SOLUTION
 check("cap-6", answer)
+
+# %% [markdown]
+# **cap-7.** Back at a 25% output mix: at which percentile of demand does the cheapest
+# dedicated floor of the plan's capacity sit, overflow spilled to pay-as-you-go?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = cheapest_floor_percentile(derive(plan).break_even_utilization)
+### END SOLUTION
+check("cap-7", answer)

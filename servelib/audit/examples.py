@@ -28,9 +28,9 @@ def sound_plan() -> CapacityPlan:
     the final length, oversize requests rejected, one deployment per tier. The money side
     uses the economics chapter's scenario: gpt-4o list prices, a quarter of the tokens
     output, 5.75 B tokens a month; a dedicated commitment of $13,140 a month for 120,000
-    tokens/min counted in tokens of any kind (about p50 of that demand), its break-even
-    (57%) quoted with the workload's mix, and the floor sized at the (1 - u*) quantile of
-    demand, p43; a self-hosting case at $2.50 per H100-hour that counts a quarter of an engineer
+    tokens/min counted in tokens of any kind, its break-even (57%) quoted with the
+    workload's mix, and the dedicated floor sized at the (1 - u*) quantile of demand, p43;
+    a self-hosting case at $2.50 per H100-hour that counts a quarter of an engineer
     ($180,000 a year). The audit finds nothing in it.
     """
     return CapacityPlan(

@@ -36,3 +36,8 @@ def _mistakes_in_a_plan():
     plan = dataclasses.replace(sound_plan(), admission="prompt", shared_tiers=True, batching="static",
                                claimed_concurrency=203)
     return len(audit(plan))
+
+
+@exercise("cap-7", rtol=0.05, unit="percentile")
+def _cheapest_floor_percentile_of_the_plan(output_fraction=0.25):
+    return derive(dataclasses.replace(sound_plan(), output_fraction=output_fraction)).cheapest_floor_percentile

@@ -1,8 +1,8 @@
 """Exercises of the chapter "Capacity economics: PAYG vs PTU vs self-hosting" (notebooks/07_economics.ipynb)."""
-from ..economics import (GPT_4O, GPT_4O_MINI, blended_price, break_even_tokens, floor_at_percentile,
-                         ptu_break_even_utilization, ptu_monthly_cost_usd, ptus_needed, replica_throughput,
-                         spillover_cost)
-from ..economics.scenarios import COMMITMENT, MIX_TRACE, SELF_HOST, trace
+from ..economics import (GPT_4O, GPT_4O_MINI, blended_price, break_even_tokens, cheapest_floor_percentile,
+                         floor_at_percentile, ptu_break_even_utilization, ptu_monthly_cost_usd, ptus_needed,
+                         replica_throughput, spillover_cost)
+from ..economics.scenarios import AGENT_CACHED_INPUT_FRACTION, COMMITMENT, MIX_AFTER, MIX_TRACE, SELF_HOST, trace
 from ..models import get_model
 from .registry import exercise
 
@@ -44,3 +44,19 @@ def _crossover_one_engineer():
 def _llama8b_l4_tokens_per_gpu_s():
     return replica_throughput(get_model("llama-3-8b"), "l4", batch=48, context_len=2048,
                               output_fraction=0.2).tokens_per_gpu_s
+
+
+@exercise("ec-8", rtol=0.05, unit="percentile")
+def _cheapest_floor_percentile_yearly_ptu(output_fraction=MIX_TRACE, term="yearly"):
+    return cheapest_floor_percentile(ptu_break_even_utilization(output_fraction, term))
+
+
+@exercise("ec-9", rtol=0.01, unit="tokens per month")
+def _crossover_against_hosted_llama(n_engineers=1.0):
+    return SELF_HOST.crossover(n_engineers=n_engineers, price=SELF_HOST.hosted)
+
+
+@exercise("ec-10", rtol=0.01, unit="(fraction)")
+def _ptu_break_even_with_cached_input(output_fraction=MIX_AFTER, cached_input_fraction=AGENT_CACHED_INPUT_FRACTION,
+                                      term="monthly"):
+    return ptu_break_even_utilization(output_fraction, term, cached_input_fraction=cached_input_fraction)
