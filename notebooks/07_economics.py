@@ -116,10 +116,10 @@ glue("ec_blend50", f"${b50:.2f}")
 # $$
 #
 # which always moves with the mix, because the blended price does. The
-# {term}`break-even utilisation <Break-even utilisation>` is that volume as a share of the capacity, and here a second question
-# enters: *how does the seller count capacity?* Say the commitment sustains $K$ tokens of
-# capacity a month and one output token uses $w$ of them (an input token one). An average
-# token of the mix uses $(1 - f) + w f$, so
+# {term}`break-even utilisation <Break-even utilisation>` is that volume as a share of the
+# capacity, and here a second question enters: *how does the seller count capacity?* Say
+# the commitment sustains $K$ tokens of capacity a month and one output token uses $w$ of
+# them (an input token one). An average token of the mix uses $(1 - f) + w f$, so
 #
 # $$
 # u^* = \frac{V^* \,[(1 - f) + w f]}{K}
@@ -138,7 +138,8 @@ glue("ec_blend50", f"${b50:.2f}")
 #   $u^* = 1000\,C / (K c_{in})$ depends on prices alone, and **the mix moves the capacity
 #   instead**: $K / [(1 - f) + w f]$ tokens, so the number of units a load needs.
 #
-# Any other $w$ lies between: the break-even moves, less than with $w = 1$.
+# With $1 < w < r$ the break-even still moves, less than with $w = 1$; with $w > r$ it moves
+# the other way (the weight sweep below shows both).
 #
 # The scenario: a dedicated commitment of \$13,140 a month for 120,000 tokens a minute of
 # any kind (2,000 tokens/s, 5.26 billion tokens in a 730-hour month), which is \$2.50 per
@@ -252,10 +253,11 @@ glue("ec_ptu_need10", f"{ptu_need[0.1]}")
 # the PTU count instead. Before signing, ask:
 #
 # 1. **How does the capacity count tokens?** Is an output token weighed, by how much, and
-#    does that match the price ratio? Azure states the price ratio for gpt-4.1 and later;
-#    for older models such as gpt-4o it gives the ratio only through its capacity
-#    calculator, so the 4 this chapter uses for gpt-4o is an assumption to confirm. Do
-#    cached input tokens count?
+#    does that match the price ratio? Azure weighs output at the price ratio for gpt-4.1
+#    and later, and says that older models, gpt-4o among them, use a different ratio that
+#    only its capacity calculator gives. The 4 this chapter uses for gpt-4o is gpt-4.1's
+#    rule standing in for that number: confirm it before relying on the flat break-even.
+#    Do cached input tokens count?
 # 2. **What is the mix now, and where is it going** (agents, retrieval, longer answers)?
 #    Recompute the break-even if capacity is counted in tokens, the unit count if it is
 #    weighed.
@@ -329,8 +331,8 @@ glue("ec_ptu_be_year", f"{be_year:.0%}")
 # a month, {glue:text}`ec_ptu_be_month` on a monthly reservation and
 # {glue:text}`ec_ptu_be_year` on a yearly one, at every mix. At regional list prices a
 # gpt-4o PTU barely pays for itself on cost alone (hourly, never); teams buy them for
-# guaranteed throughput and latency. The weight of 4 for gpt-4o is an assumption (the
-# first question above); where the weight differs from the price ratio, the mix moves the
+# guaranteed throughput and latency. The weight of 4 for gpt-4o is a stand-in (the first
+# question above); where the weight differs from the price ratio, the mix moves the
 # break-even again:
 
 # %%

@@ -2,10 +2,11 @@
 
 :func:`derive` computes what the plan's inputs imply (weights, KV per token and per
 sequence, budget, concurrency, the smallest TP degree, predicted TTFT/TPOT, the PTU
-break-even at the workload's mix and the cheapest floor it implies). :func:`audit` compares the plan's choices and claimed
-numbers with those figures and returns one :class:`~servelib.audit.findings.Finding` per
-mistake. Every formula is servelib's own (``memory``, ``roofline``, ``economics``,
-``sim``); this module only decides which one a plan got wrong.
+break-even at the workload's mix and the cheapest floor it implies). :func:`audit`
+compares the plan's choices and claimed numbers with those figures and returns one
+:class:`~servelib.audit.findings.Finding` per mistake. Every formula is servelib's own
+(``memory``, ``roofline``, ``economics``, ``sim``); this module only decides which one a
+plan got wrong.
 """
 from __future__ import annotations
 

@@ -51,8 +51,8 @@ def derived_lines(plan: CapacityPlan) -> list[str]:
          f"(an output token uses {plan.output_token_weight:g} input tokens of capacity)"),
     ]
     if d.cheapest_floor_percentile is not None:
-        rows.append(("cheapest floor", f"p{d.cheapest_floor_percentile:.0f} of demand, the (1 - u*) quantile, "
-                                       "overflow spilled to pay-as-you-go"))
+        rows.append(("cheapest floor", f"p{d.cheapest_floor_percentile:.0f} of demand, the (1 - u*) "
+                                       "quantile, overflow spilled to pay-as-you-go"))
     if d.self_hosted_usd_per_1k is not None:
         rows += [("self-hosted cost", f"${d.self_hosted_usd_per_1k * 1000:.2f} per 1M tokens at "
                                       f"{plan.monthly_tokens / 1e9:.2f} B tokens a month, every line counted"),

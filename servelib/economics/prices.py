@@ -126,9 +126,9 @@ GPT_4O_PTU_MIN_GLOBAL, GPT_4O_PTU_STEP_GLOBAL = 15, 5
 GPT_4O_PTU_MIN_REGIONAL, GPT_4O_PTU_STEP_REGIONAL = 50, 50
 #: How many input tokens one output token counts as toward PTU utilisation. Azure documents
 #: that for gpt-4.1 and later this equals the model's output:input list-price ratio (4), and
-#: that older models "use a different ratio" which it gives only through its capacity
-#: calculator: for gpt-4o the 4 used here is an assumption, and the first thing to ask
-#: before signing. Azure also deducts cached input tokens from PTU utilisation entirely
+#: that older models, gpt-4o among them, "use a different ratio" which it gives only through
+#: its capacity calculator: for gpt-4o the 4 used here is gpt-4.1's rule standing in for
+#: that number, and the first thing to ask before signing. Azure also deducts cached input tokens from PTU utilisation entirely
 #: (weight 0; the prompt-caching page says "up to 100%").
 #: Sources: https://learn.microsoft.com/en-us/azure/ai-foundry/openai/how-to/provisioned-throughput-onboarding
 #: and https://learn.microsoft.com/en-us/azure/ai-foundry/openai/how-to/prompt-caching (read 2026-11-30).

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _check
-from ..economics import (GPT_4O, blended_price, break_even_tokens, break_even_utilization, cheapest_floor, cheapest_floor_percentile,
-                         floor_at_percentile, floor_break_even_utilization, ptu_break_even_utilization,
-                         spillover_cost)
+from ..economics import (GPT_4O, blended_price, break_even_tokens, break_even_utilization, cheapest_floor,
+                         cheapest_floor_percentile, floor_at_percentile, floor_break_even_utilization,
+                         ptu_break_even_utilization, spillover_cost)
 from ..economics.prices import MINUTES_PER_MONTH
 from ..economics.spillover import _demand
 from ..economics.scenarios import COMMITMENT, MIX_TRACE, trace
@@ -182,7 +182,8 @@ def floor_figure(percentile: float = 50, *, demand_tpm=None, output_fraction: fl
     ax.axvline(percentile, color="black", lw=0.8, ls="--")
     best_p = cheapest_floor_percentile(floor_break_even_utilization(unit, blended))
     best = spillover_cost(d, float(np.percentile(d, best_p)), unit, blended)
-    ax.plot([best_p], [best.total_usd / 1e3], "o", color="black", label=rf"cheapest floor: p{best_p:.0f}, the 1 - u* quantile")
+    ax.plot([best_p], [best.total_usd / 1e3], "o", color="black",
+            label=rf"cheapest floor: p{best_p:.0f}, the 1 - u* quantile")
     ax2 = ax.twinx()
     ax2.plot(ps, [r.availability * 100 for r in refuse], color="C3", alpha=0.6, label="availability if refused")
     ax2.set_ylabel("availability if refused (%)")
