@@ -235,7 +235,9 @@ def parse_hf_config(cfg) -> dict:
     vocab = r.count("vocab_size", "padded_vocab_size")
     if r.has("padded_vocab_size"):
         vocab = r.count("padded_vocab_size")          # GLM's embedding is the padded size
-    n_experts = r.count("num_local_experts", "num_experts", "n_routed_experts", default=1, zero_ok=True) or 1
+    # Qwen writes num_experts: 0 for its dense models; any other zero count is an error.
+    n_experts = (1 if cfg.get("num_experts") == 0 and not r.has("num_local_experts")
+                 else r.count("num_local_experts", "num_experts", "n_routed_experts", default=1))
     per_tok = (r.count("num_experts_per_tok", "num_experts_per_token", "experts_per_token")
                if n_experts > 1 else 1)
     gated = _gated(r)
