@@ -30,7 +30,8 @@
 # 2. turn a node's memory into a KV budget and a maximum concurrency, in two conventions (ours and vLLM's);
 # 3. explain why the number of KV heads ({term}`GQA`) moves concurrency more than anything else, and what an MQA model costs under tensor parallelism;
 # 4. find the smallest {term}`TP degree` that fits a model;
-# 5. catch four beginner mistakes: heads for KV heads, no working reserve, "70B fits one card", concurrency from FLOPs.
+# 5. size the cache of models whose layers do not all cache alike (sliding windows, MLA, linear-attention hybrids);
+# 6. catch four beginner mistakes: heads for KV heads, no working reserve, "70B fits one card", concurrency from FLOPs.
 
 # %%
 # Setup. On Colab this installs servelib from the book's repository; elsewhere it is
@@ -58,7 +59,7 @@ from servelib.memory import (capacity, kv_budget_bytes, kv_bytes_per_sequence, k
                              max_concurrency, min_tp_degree, vllm_kv_budget_bytes, weight_bytes)
 from servelib.models import get_model, list_models
 from servelib.roofline import decode_flops_per_step, generation_flops
-from servelib.units import GiB, KiB, fmt_bytes
+from servelib.units import GiB, KiB, MiB, fmt_bytes
 from servelib.widgets.concurrency import concurrency_explorer, concurrency_figure
 
 plots.apply_style()
@@ -134,15 +135,17 @@ glue("kv_per_seq_8k", fmt_bytes(kv_seq))
 
 # %% [markdown]
 # So each token costs {glue:text}`kv_per_token` and one 8k-token conversation
-# {glue:text}`kv_per_seq_8k`. The same formula over the book's presets (each read from its
-# published `config.json`):
+# {glue:text}`kv_per_seq_8k`. The same formula over the book's presets whose layers all
+# attend to the whole context (each read from its published `config.json`):
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'model':<14}{'attn':>5}{'L':>4}{'heads':>6}{'KV heads':>9}{'d_head':>7}{'KV/token':>11}{'params':>9}")
+print(f"{'model':<16}{'attn':>5}{'L':>4}{'heads':>6}{'KV heads':>9}{'d_head':>7}{'KV/token':>11}{'params':>9}")
 for name in list_models():
     m = get_model(name)
-    print(f"{name:<14}{m.attention:>5}{m.n_layers:>4}{m.n_heads:>6}{m.n_kv_heads:>9}"
+    if m.layers:             # layers that do not all cache alike: their own section below
+        continue
+    print(f"{name:<16}{m.attention:>5}{m.n_layers:>4}{m.n_heads:>6}{m.n_kv_heads:>9}"
           f"{m.head_dim:>7}{fmt_bytes(kv_bytes_per_token(m)):>11}{m.n_params / 1e9:>8.2f}B")
 falcon_kv = kv_bytes_per_token(get_model("falcon-7b"))
 falcon_ratio = kv_bytes_per_token(get_model("llama-2-7b")) / falcon_kv
@@ -337,12 +340,118 @@ fig.tight_layout()
 # *Figure: concurrent sequences that fit (pooled-memory convention) against context length.
 # At 8k (dashed) the three lines give 22, 183 and 1,467. Notice the slope: halving the
 # context doubles concurrency; cutting KV heads 8x multiplies it by 8.*
+
+# %% [markdown]
+# ## Layers that do not all cache alike
+#
+# The formula above assumes every layer keeps K and V for every token. Many models of today
+# do not. Three kinds of layer break the assumption, and a model's `config.json` says which
+# layers are which:
+#
+# - a **sliding-window** layer attends to the last $W$ tokens only, so it keeps at most $W$
+#   tokens of K and V (Mistral-7B-v0.1, Gemma-2/3's local layers, half of gpt-oss's layers);
+# - an **MLA** layer (DeepSeek-V2/V3) caches one compressed latent of
+#   $r + d_{rope}$ values per token (`kv_lora_rank + qk_rope_head_dim`), shared by all heads:
+#   under tensor parallelism every device needs all of it, so it is replicated, not split;
+# - a **linear-attention** or Mamba layer (Qwen3-Next's gated DeltaNet, Jamba) keeps a
+#   fixed-size state per sequence, whatever its length.
+#
+# One sequence of $c$ tokens then costs, summed layer by layer,
+#
+# $$
+# \text{KV}(c) = b \Big[ \sum_{\text{full}} 2 H_{kv} d_{head}\, c
+#   + \sum_{\text{window } W} 2 H_{kv} d_{head} \min(c, W)
+#   + \sum_{\text{MLA}} (r + d_{rope})\, c + \sum_{\text{state}} S \Big] .
+# $$
+#
+# "KV bytes per token" keeps a meaning: the bytes one more token adds once the context is
+# longer than every window (full and MLA layers only). It is no longer the cost of a
+# sequence divided by its length, so concurrency must come from the per-sequence sum.
+# One worked model of each kind:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+mixed = {name: get_model(name) for name in ("gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b")}
+print(f"{'model':<20}{'layers':<32}{'KV/token':>10}{'at 4k':>10}{'at 32k':>10}{'at 128k':>10}")
+for name, m in mixed.items():
+    print(f"{name:<20}{m.layer_mix:<32}{fmt_bytes(kv_bytes_per_token(m)):>10}"
+          + "".join(f"{fmt_bytes(kv_bytes_per_sequence(m, c)):>10}" for c in (4096, 32_768, 131_072)))
+oss = mixed["gpt-oss-20b"]
+oss_seq = kv_bytes_per_sequence(oss, 131_072)
+oss_naive = 2 * oss.n_layers * oss.n_kv_heads * oss.head_dim * 2 * 131_072      # every layer full
+assert (oss_seq / MiB, oss_naive / MiB) == (3075, 6144)
+ds = mixed["deepseek-v3"]
+assert kv_bytes_per_token(ds) == 61 * (512 + 64) * 2 == 70_272
+nxt = mixed["qwen3-next-80b-a3b"]
+nxt_state = kv_bytes_per_sequence(nxt, 1) - kv_bytes_per_token(nxt)
+assert round(nxt_state / MiB, 1) == 37.7
+
+# %% tags=["remove-cell"]
+glue("oss_seq", fmt_bytes(oss_seq))
+glue("oss_naive", fmt_bytes(oss_naive))
+glue("ds_kv_tok", fmt_bytes(kv_bytes_per_token(ds)))
+glue("nxt_state", fmt_bytes(nxt_state))
+
+# %% [markdown]
+# gpt-oss-20b alternates 128-token windows with full attention: at 131,072 tokens a
+# sequence holds {glue:text}`oss_seq`, where counting every layer at full length gives
+# {glue:text}`oss_naive`. DeepSeek-V3's 61 MLA layers cost {glue:text}`ds_kv_tok` per token
+# in total, less than one 70B GQA model's 320 KiB despite its 128 attention heads.
+# Qwen3-Next keeps {glue:text}`nxt_state` of fixed state for its 36 linear-attention layers,
+# plus full K and V in the 12 layers that attend to everything. What that does to
+# concurrency, and what tensor parallelism does to it:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+oss_cap = capacity(oss, "h100-sxm", n_gpus=1, context_len=131_072)
+oss_naive_conc = int(oss_cap.kv_budget_bytes_per_device // oss_naive)
+print(f"gpt-oss-20b on one H100 at 128k: {oss_cap.concurrency} sequences "
+      f"(counting every layer full: {oss_naive_conc})")
+gqa = get_model("llama-3-70b")
+for tp in (1, 2, 8):
+    print(f"TP={tp}: KV per token per device  DeepSeek-V3 (MLA) {fmt_bytes(kv_bytes_per_token(ds, tp_degree=tp)):>9}"
+          f"   Llama-3-70B (GQA) {fmt_bytes(kv_bytes_per_token(gqa, tp_degree=tp)):>8}")
+assert (oss_cap.concurrency, oss_naive_conc) == (12, 6)
+assert kv_bytes_per_token(ds, tp_degree=8) == kv_bytes_per_token(ds)
+assert kv_bytes_per_token(gqa, tp_degree=8) == kv_bytes_per_token(gqa) / 8
+
+# %% tags=["remove-cell"]
+glue("oss_conc", oss_cap.concurrency)
+glue("oss_naive_conc", oss_naive_conc)
+
+# %% [markdown]
+# The windows double gpt-oss-20b's concurrency at long context ({glue:text}`oss_conc`
+# sequences, not {glue:text}`oss_naive_conc`). The MLA latent does not shrink as devices are
+# added: a GQA model's per-device cache falls with the TP degree, DeepSeek's does not, so
+# its concurrency grows only through the memory the split weights free. `servelib` reads
+# all of this from the `config.json` (`ModelSpec.from_hf_config`), and every function built
+# on the cache (capacity, the roofline's bytes, the simulator's step time, plans and
+# calculators) sums layer by layer.
+
+# %%
+contexts = [2**k for k in range(9, 18)]
+fig, ax = plots.new_axes("context length (tokens)", "KV cache per sequence (GiB)",
+                         "fp16 cache, one sequence, whole model", logx=True, logy=True)
+for name in ("llama-3-8b", "gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b", "mistral-7b-v0.1"):
+    m = get_model(name)
+    ax.plot(contexts, [kv_bytes_per_sequence(m, c) / GiB for c in contexts], marker="o",
+            label=f"{name} ({m.layer_mix})")
+ax.legend(fontsize=8)
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: KV bytes of one sequence against its length. Full attention grows in proportion
+# (Llama-3-8B); Mistral-7B-v0.1, whose every layer has a 4,096-token window, stops growing
+# there; gpt-oss-20b's windowed half stops at 128 tokens, so past a few hundred tokens it
+# grows at half the slope its layer count suggests; Qwen3-Next's fixed state is a floor
+# that dominates short sequences.*
 #
 # ## Calculator: your model on your node
 #
 # Choose a model, a GPU, how many of them, the context, the KV dtype, the reserve and the
 # TP degree; the report and the figure are `servelib.memory.capacity` for that choice.
-# (The calculator runs in Jupyter or Colab; the book shows its figure below.)
+# (The calculator runs in Jupyter or Colab; the book shows its figure below. Paste any
+# model's `config.json` into its text box to use that model instead of a preset.)
 
 # %% tags=["remove-output"]
 concurrency_explorer()
@@ -426,6 +535,7 @@ glue("flops_error", f"{from_flops / from_memory:.0f}x")
 # | KV per 8k sequence | {glue:text}`kv_per_seq_8k` |
 # | 70B fp16 weights | {glue:text}`w70_gib` (does not fit one 80 GiB card) |
 # | 8 x 80 GiB, 8k context, 10% reserve | {glue:text}`conc_gqa` sequences (GQA), {glue:text}`conc_mha` (MHA), {glue:text}`conc_mqa` (MQA, pooled) |
+# | gpt-oss-20b at 128k (windows counted) | {glue:text}`oss_seq` per sequence, {glue:text}`oss_conc` on one H100 |
 #
 # Memory, not arithmetic, decides how many conversations a node holds. The count of KV
 # heads is the strongest lever on that memory. Split a model over the fewest devices that
@@ -502,3 +612,16 @@ answer = (max_concurrency(kv_budget_bytes(640 * GiB, weight_bytes(70e9)), kv_tok
           - max_concurrency(vllm_kv_budget_bytes(640 * GiB, weight_bytes(70e9)), kv_tok, 8192))
 ### END SOLUTION
 check("kv-6", answer)
+
+
+# %% [markdown]
+# **kv-7.** gpt-oss-20b has 24 layers with 8 KV heads of `head_dim` 64; every other layer
+# (12 of them) attends only to the last 128 tokens, the other 12 to the whole context. It
+# has 20.91 billion parameters, served in bf16 on one H100 SXM (80 GiB) with fp16 KV, a 10%
+# reserve and 131,072-token contexts. How many sequences fit at once?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = capacity(get_model("gpt-oss-20b"), "h100-sxm", n_gpus=1, context_len=131_072).concurrency
+### END SOLUTION
+check("kv-7", answer)

@@ -89,6 +89,41 @@ _GPUS = {
                      "fp8": 4500e12},
                     "NVIDIA HGX B200 datasheet (per GPU: 1/8 of the 8-GPU board), "
                     + _NV + "hgx/"),
+    # Cards readers have. GeForce rates are the Ada and Ampere whitepapers' dense tensor
+    # figures with FP32 accumulate (what frameworks use); GDDR memory is label x GiB too.
+    "rtx-4090": GPUSpec("rtx-4090", 24 * GiB, 1008e9,
+                        {"fp32": 82.6e12, "tf32": 82.6e12, "fp16": 165.2e12, "bf16": 165.2e12,
+                         "fp8": 330.3e12},
+                        "NVIDIA Ada GPU Architecture whitepaper, appendix table (GeForce RTX 4090), "
+                        "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/"
+                        "nvidia-ada-gpu-architecture.pdf"),
+    "rtx-3090": GPUSpec("rtx-3090", 24 * GiB, 936e9,
+                        {"fp32": 35.6e12, "tf32": 35.6e12, "fp16": 71e12, "bf16": 71e12},
+                        "NVIDIA Ampere GA102 GPU Architecture whitepaper, table 9 (GeForce RTX 3090), "
+                        "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf"),
+    "a10": GPUSpec("a10", 24 * GiB, 600e9,
+                   {"fp32": 31.2e12, "tf32": 62.5e12, "fp16": 125e12, "bf16": 125e12},
+                   "NVIDIA A10 Tensor Core GPU datasheet, " + _NV + "products/a10-gpu/"),
+    # AWS's variant of the A10 (G5 instances): same memory and bandwidth, a lower tensor
+    # rate. NVIDIA publishes no datasheet for it: the figures are AWS's (memory) and
+    # Baseten's published A10-vs-A10G comparison (70 TFLOP/s dense fp16 tensor, 35 fp32).
+    "a10g": GPUSpec("a10g", 24 * GiB, 600e9,
+                    {"fp32": 35e12, "tf32": 35e12, "fp16": 70e12, "bf16": 70e12},
+                    "Amazon EC2 G5 instances (NVIDIA A10G), https://aws.amazon.com/ec2/instance-types/g5/; "
+                    "Baseten, NVIDIA A10 vs A10G for ML model inference, "
+                    "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/"),
+    "l40": GPUSpec("l40", 48 * GiB, 864e9,
+                   {"fp32": 90.5e12, "tf32": 90.5e12, "fp16": 181e12, "bf16": 181e12, "fp8": 362e12},
+                   "NVIDIA L40 GPU datasheet, " + _NV + "l40/"),
+    # The export-compliant Hopper: H100-class memory system, about 15% of its arithmetic.
+    "h20": GPUSpec("h20", 96 * GiB, 4.0e12,
+                   {"fp32": 44e12, "tf32": 74e12, "fp16": 148e12, "bf16": 148e12, "fp8": 296e12},
+                   "NVIDIA H20 product brief (HGX H20: 96 GB HBM3, 4.0 TB/s, 148 TFLOPS FP16/BF16 dense)"),
+    "mi325x": GPUSpec("mi325x", 256 * GiB, 6.0e12,
+                      {"fp32": 163.4e12, "tf32": 653.7e12, "fp16": 1307.4e12, "bf16": 1307.4e12,
+                       "fp8": 2614.9e12},
+                      "AMD Instinct MI325X accelerator datasheet, "
+                      "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html"),
 }
 
 

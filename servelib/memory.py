@@ -48,25 +48,101 @@ def kv_heads_per_device(model: ModelSpec, tp_degree: int = 1) -> int:
 
 
 def kv_bytes_per_token(model: ModelSpec, bytes_per_elem: float = 2, tp_degree: int = 1) -> float:
-    """KV-cache bytes one token occupies: ``2 * n_layers * n_kv_heads * head_dim * bytes_per_elem``.
+    """KV-cache bytes one more token adds at long context (per device under TP).
 
-    The 2 counts K and V. With ``tp_degree`` > 1 the result is *per device*
-    (see :func:`kv_heads_per_device`). ``bytes_per_elem`` is 2 for an fp16/bf16 cache,
-    1 for fp8. Example: Llama-3-70B (L=80, H_kv=8, d=128) in fp16 is 327,680 B = 320 KiB.
+    For a model whose layers are all full attention this is the familiar
+    ``2 * n_layers * n_kv_heads * head_dim * bytes_per_elem`` (the 2 counts K and V), and
+    every token costs it. With mixed layers it is the *marginal* cost of one more token
+    once the context is longer than every sliding window: full-attention layers add
+    ``2 * n_kv_heads * head_dim`` elements, MLA layers their latent (``kv_lora_rank +
+    qk_rope_head_dim``, replicated on every device under TP), sliding-window and
+    fixed-state layers nothing. A sequence's bytes are therefore not this times its length:
+    use :func:`kv_bytes_per_sequence`, which sums layer by layer.
+    ``bytes_per_elem`` is 2 for an fp16/bf16 cache, 1 for fp8. With ``tp_degree`` > 1 the
+    KV heads are split (see :func:`kv_heads_per_device`). Example: Llama-3-70B (L=80,
+    H_kv=8, d=128) in fp16 is 327,680 B = 320 KiB; gpt-oss-20b (12 of its 24 layers
+    full attention) 24 KiB.
     """
     _check.instance("model", model, ModelSpec)
     b = _check.positive("bytes_per_elem", bytes_per_elem)
-    return 2 * model.n_layers * kv_heads_per_device(model, tp_degree) * model.head_dim * b
+    if not model.layers:
+        return 2 * model.n_layers * kv_heads_per_device(model, tp_degree) * model.head_dim * b
+    tp = _check.positive_int("tp_degree", tp_degree)
+    full = model.count_layers("full")
+    heads = kv_heads_per_device(model, tp) if full else 0
+    latent = sum(x.latent_dim for x in model.layer_specs if x.kind == "mla")
+    return (2 * full * heads * model.head_dim + latent) * b
+
+
+def _layer_elems(model: ModelSpec, layer, context: float, tp: int, heads: int) -> float:
+    """Cache elements one layer keeps for a sequence of ``context`` tokens, on one device."""
+    if layer.kind == "full":
+        return 2 * heads * model.head_dim * context
+    if layer.kind == "sliding":
+        return 2 * heads * model.head_dim * min(context, layer.window)
+    if layer.kind == "mla":
+        return layer.latent_dim * context                  # one latent, replicated under TP
+    return layer.state_elems / min(tp, layer.state_heads)  # heads of the state split over devices
 
 
 def kv_bytes_per_sequence(model: ModelSpec, context_len: int, bytes_per_elem: float = 2,
                           tp_degree: int = 1) -> float:
-    """KV-cache bytes of one sequence of ``context_len`` tokens (per device under TP).
+    """KV-cache bytes of one sequence of ``context_len`` tokens (per device under TP), layer by layer.
 
-    Example: Llama-3-70B at 8,192 tokens in fp16 is 2.5 GiB.
+    A full-attention layer keeps K and V of every token; a sliding-window layer of the last
+    ``window`` tokens only (engines round up to a block more); an MLA layer one latent per
+    token, replicated on every device; a linear-attention or Mamba layer a fixed state
+    whatever the length, its heads split over devices. For a model whose layers are all
+    full attention this is ``kv_bytes_per_token * context_len``. Examples: Llama-3-70B at
+    8,192 tokens in fp16 is 2.5 GiB; gpt-oss-20b at 131,072 tokens 3,075 MiB (3,072 MiB
+    for its 12 full layers, 3 MiB for the 12 windows of 128 tokens).
+    Raises ValueError/TypeError for a non-positive length or element size, or a TP
+    degree the KV heads cannot be split over.
     """
-    return kv_bytes_per_token(model, bytes_per_elem, tp_degree) * _check.positive_int(
-        "context_len", context_len)
+    ctx = _check.positive_int("context_len", context_len)
+    if not getattr(model, "layers", ()):
+        return kv_bytes_per_token(model, bytes_per_elem, tp_degree) * ctx
+    return _kv_bytes_at(model, ctx, bytes_per_elem, tp_degree)
+
+
+def _kv_bytes_at(model: ModelSpec, context: float, bytes_per_elem: float = 2, tp_degree: int = 1) -> float:
+    """:func:`kv_bytes_per_sequence` for a context that may be fractional or 0 (an average)."""
+    _check.instance("model", model, ModelSpec)
+    b = _check.positive("bytes_per_elem", bytes_per_elem)
+    tp = _check.positive_int("tp_degree", tp_degree)
+    if not model.layers:
+        return kv_bytes_per_token(model, b, tp) * context
+    heads = kv_heads_per_device(model, tp) if model.count_layers("full") + model.count_layers("sliding") else 0
+    return b * sum(_layer_elems(model, x, context, tp, heads) for x in model.layer_specs)
+
+
+def longest_sequence_tokens(model: ModelSpec, budget_bytes: float, bytes_per_elem: float = 2,
+                            tp_degree: int = 1) -> float:
+    """The longest sequence whose cache fits in ``budget_bytes`` (per device), in tokens.
+
+    ``math.inf`` when no length is too long (every layer windowed or fixed-state, and the
+    fixed part fits); 0 when not even one token fits. Layer by layer, so windows and
+    fixed states are counted as they are held.
+    """
+    budget = _check.non_negative("budget_bytes", budget_bytes)
+    if _kv_bytes_at(model, 1, bytes_per_elem, tp_degree) > budget:
+        return 0
+    per_token = kv_bytes_per_token(model, bytes_per_elem, tp_degree)
+    # Beyond the longest window the cache grows by exactly per_token a token.
+    longest_window = max([x.window for x in model.layer_specs if x.kind == "sliding"] or [1])
+    base = _kv_bytes_at(model, longest_window, bytes_per_elem, tp_degree)
+    if base <= budget:
+        if per_token == 0:
+            return math.inf
+        return math.floor(longest_window + (budget - base) / per_token * (1 + 1e-12))
+    lo, hi = 1, longest_window                 # the answer lies inside the window: bisect
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _kv_bytes_at(model, mid, bytes_per_elem, tp_degree) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def kv_budget_bytes(total_bytes: float, weights_bytes: float, reserve_fraction: float = 0.10) -> float:
@@ -142,8 +218,11 @@ def capacity(model: ModelSpec, gpu: GPUSpec | str, *, n_gpus: int, context_len: 
 
     Each replica spans ``tp_degree`` devices (default: all ``n_gpus``): every device holds
     ``1/tp`` of the weights and its share of the KV heads (at least one, so KV heads are
-    replicated when ``tp_degree > n_kv_heads``). Concurrency per replica is
-    :func:`max_concurrency` of one device's budget; replicas add up.
+    replicated when ``tp_degree > n_kv_heads``; an MLA latent is replicated whole).
+    Concurrency per replica is one device's budget over one sequence's cache on that
+    device (:func:`kv_bytes_per_sequence`, layer by layer), floored; replicas add up. For a
+    model whose layers are all full attention this is :func:`max_concurrency`.
+    ``kv_bytes_per_token_per_device`` is the marginal figure of :func:`kv_bytes_per_token`.
     ``fits`` is False when a device cannot hold its weights plus one full sequence.
     Raises ValueError if ``tp_degree`` does not divide ``n_gpus``.
     """
@@ -154,9 +233,11 @@ def capacity(model: ModelSpec, gpu: GPUSpec | str, *, n_gpus: int, context_len: 
         raise ValueError(f"tp_degree ({tp}) must divide n_gpus ({n_gpus})")
     w = weight_bytes(model, bytes_per_param) / tp
     kv_tok = kv_bytes_per_token(model, bytes_per_elem, tp)
-    kv_seq = kv_tok * _check.positive_int("context_len", context_len)
+    kv_seq = kv_bytes_per_sequence(model, context_len, bytes_per_elem, tp)
     budget = kv_budget_bytes(gpu.memory_bytes, w, reserve_fraction)
-    per_replica = max_concurrency(budget, kv_tok, context_len)
+    # Whole sequences, layer by layer (windows and fixed states counted as held); the slack
+    # is max_concurrency's, so an exact fit does not floor to one less.
+    per_replica = int(math.floor(budget / kv_seq * (1 + 1e-12)))
     return Capacity(tp, n_gpus // tp, w, kv_tok, kv_seq, budget, per_replica,
                     per_replica * (n_gpus // tp), per_replica >= 1)
 

@@ -137,3 +137,78 @@ def test_incomplete_money_tables_name_the_missing_field():
         parse_plan(_replace(SOUND, '"engineering"]', '"lunch"]'))
     with pytest.raises(PlanError, match="workload.output_fraction: must lie in"):
         parse_plan(_replace(SOUND, "output_fraction = 0.25", "output_fraction = 25"))
+
+
+# ---- any model, any GPU: [model] and [gpu] tables ------------------------------------------
+
+def _write_plan(tmp_path, body):
+    import pathlib
+    import shutil
+    data = pathlib.Path(__file__).parent / "data"
+    (tmp_path / "configs").mkdir()
+    for name in ("qwen3-30b-a3b", "glm-4-9b"):
+        shutil.copy(data / f"{name}.json", tmp_path / "configs" / f"{name}.json")
+    p = tmp_path / "plan.toml"
+    p.write_text(body)
+    return p
+
+
+_BASE = """
+[plan]
+name = "custom"
+[deployment]
+n_gpus = 4
+tp_degree = 4
+context_len = 8192
+reserve_fraction = 0.1
+[workload]
+prompt_len = 1024
+[serving]
+max_batch = 64
+"""
+
+
+def test_plan_reads_a_config_json_relative_to_the_plan_file(tmp_path):
+    from servelib.audit import derive, load_plan
+    p = _write_plan(tmp_path, _BASE.replace("n_gpus = 4", 'n_gpus = 4\ngpu = "a100-80gb"')
+                    + '[model]\nconfig = "configs/qwen3-30b-a3b.json"\n')
+    plan = load_plan(p)
+    d = derive(plan)
+    # The issue's figures: 30.5B parameters, vLLM's 14.25 GiB of weights per rank at TP=4.
+    assert round(d.weights_bytes / 1e9 / 2, 1) == 30.5
+    assert round(d.weights_bytes / 4 / 2**30, 2) == pytest.approx(14.22, abs=0.01)
+    assert d.kv_bytes_per_token == 98_304
+    assert load_plan(p) == plan and parse_plan(plan_to_toml(plan), tmp_path) == plan
+
+
+def test_plan_with_inline_config_and_gpu_table(tmp_path):
+    import json
+    from servelib.audit import derive
+    glm = json.loads((_write_plan(tmp_path, "").parent / "configs" / "glm-4-9b.json").read_text())
+    fields = "\n".join(f"{k} = {json.dumps(v)}" for k, v in glm.items())
+    text = (_BASE.replace("n_gpus = 4", "n_gpus = 1").replace("tp_degree = 4", "tp_degree = 1")
+            + "[model]\nname = \"glm-4-9b\"\n" + fields
+            + "\n[gpu]\nmemory_gib = 48\nbandwidth_GBps = 864\n[gpu.tflops]\nbf16 = 181\n")
+    plan = parse_plan(text)
+    d = derive(plan)
+    assert d.kv_bytes_per_token == 40_960                 # GLM-4's 2 KV groups, not 32 heads
+    assert plan.gpu_spec().memory_bytes == 48 * 2**30 and plan.gpu_spec().peak_flops("bf16") == 181e12
+    assert parse_plan(plan_to_toml(plan)) == plan
+
+
+@pytest.mark.parametrize("extra,field,msg", [
+    ('[model]\nnum_hidden_layers = 2\nhidden_size = 64\n', "model", "num_attention_heads"),
+    ('[model]\nconfig = "missing.json"\n', "model.config", "cannot read"),
+    ('[model]\nconfig = "configs/glm-4-9b.json"\nvocab_size = 3\n', "model.vocab_size", "not both"),
+    ('[model]\nnum_hidden_layers = 2\nhidden_size = 64\nnum_attention_heads = 4\nvocab_size = 10\n'
+     'attention_chunk_size = 8\n', "model", "attention_chunk_size"),
+    ('[gpu]\nmemory_gib = 80\nbandwidth_GBps = 3350\n', "gpu.tflops", "required"),
+    ('[gpu]\nmemory_gib = 80\nbandwidth_GBps = 3350\n[gpu.tflops]\nint4 = 1\n', "gpu.tflops.int4", "dtype"),
+    ('[gpu]\nmemory_gb = 80\n', "gpu.memory_gb", "unknown key"),
+])
+def test_bad_or_partial_model_and_gpu_tables_name_the_field(tmp_path, extra, field, msg):
+    from servelib.audit import PlanError, load_plan
+    body = _BASE.replace("n_gpus = 4", 'n_gpus = 4\nmodel = "llama-3-8b"\ngpu = "h100-sxm"') + extra
+    with pytest.raises(PlanError, match=msg) as info:
+        load_plan(_write_plan(tmp_path, body))
+    assert info.value.field == field

@@ -104,3 +104,23 @@ def test_roofline_explorer_shows_why_a_dtype_is_missing():
     assert bytes(box.image.value) == b""
     box.controls["dtype"].value = "fp16"
     assert "203 FLOP/byte" in box.report.value and bytes(box.image.value).startswith(PNG)
+
+
+def test_calculators_take_a_pasted_config_json():
+    import json
+    import pathlib
+
+    from servelib.widgets.concurrency import concurrency_explorer, concurrency_report
+    from servelib.widgets.roofline import roofline_explorer, roofline_report
+    text = (pathlib.Path(__file__).parent / "data" / "gpt-oss-20b.json").read_text()
+    rep = concurrency_report(text, "h100-sxm", n_gpus=1, context_len=131_072)
+    assert "pasted config.json" in rep and "12 full + 12 sliding (128)" in rep and "3 GiB" in rep
+    assert "pasted config.json" in roofline_report(json.loads(text), "h100-sxm")
+    box = concurrency_explorer()
+    box.controls["config"].value = text
+    assert "pasted config.json" in box.report.value
+    box.controls["config"].value = '{"num_hidden_layers": 2, "hidden_size": 64}'
+    assert "not possible" in box.report.value and "num_attention_heads" in box.report.value
+    rbox = roofline_explorer()
+    rbox.controls["config"].value = "{not json"
+    assert "not valid JSON" in rbox.report.value

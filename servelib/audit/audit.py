@@ -19,9 +19,9 @@ from ..economics import (MINUTES_PER_MONTH, blended_price, break_even_utilizatio
                          cheapest_floor, cheapest_floor_percentile, crossover_tokens_per_month, demand_trace,
                          floor_at_percentile, ptu_capacity_tokens_per_month, replica_throughput, self_hosted_tco,
                          spillover_cost)
-from ..hardware import get_gpu
-from ..memory import capacity, kv_bytes_per_sequence, kv_bytes_per_token, min_tp_degree, weight_bytes
-from ..models import ModelSpec, get_model
+from ..memory import (capacity, kv_bytes_per_sequence, kv_bytes_per_token, longest_sequence_tokens, min_tp_degree,
+                      weight_bytes)
+from ..models import ModelSpec
 from ..hardware import ridge_point
 from ..roofline import compute_utilization, decode_intensity, decode_tokens_per_s, predict_tpot_s, predict_ttft_s
 from ..sim import simulate, workloads
@@ -43,12 +43,13 @@ CLAIM_RTOL = 0.02
 
 
 def plan_model(plan: CapacityPlan) -> ModelSpec:
-    """The plan's model preset, with ``n_params`` overridden when the plan states it.
+    """The plan's model (its preset, or its ``[model]`` config.json), with ``n_params``
+    overridden when the plan states it.
 
     An override (e.g. the syllabus's round 70e9 for a 70B model) scales the active
     parameters in proportion, so a mixture of experts keeps its active share.
     """
-    m = get_model(plan.model)
+    m = plan.model_spec()
     if plan.n_params is None:
         return m
     n = round(plan.n_params)
@@ -56,7 +57,7 @@ def plan_model(plan: CapacityPlan) -> ModelSpec:
 
 
 def _capacity(plan, model=None, *, tp_degree=None, reserve_fraction=None):
-    return capacity(model or plan_model(plan), plan.gpu, n_gpus=plan.n_gpus, context_len=plan.context_len,
+    return capacity(model or plan_model(plan), plan.gpu_spec(), n_gpus=plan.n_gpus, context_len=plan.context_len,
                     tp_degree=plan.tp_degree if tp_degree is None else tp_degree,
                     bytes_per_param=plan.bytes_per_param, bytes_per_elem=plan.kv_bytes_per_elem,
                     reserve_fraction=plan.reserve_fraction if reserve_fraction is None else reserve_fraction)
@@ -142,7 +143,7 @@ def _floor_usd_per_tpm(plan) -> float:
 
 def _tco_kwargs(plan) -> dict:
     model = plan_model(plan)
-    tput = replica_throughput(model, plan.gpu, batch=plan.max_batch, context_len=plan.context_len,
+    tput = replica_throughput(model, plan.gpu_spec(), batch=plan.max_batch, context_len=plan.context_len,
                               output_fraction=plan.output_fraction, tp_degree=plan.tp_degree,
                               dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
                               bytes_per_elem=plan.kv_bytes_per_elem)
@@ -168,7 +169,7 @@ def plan_tco(plan: CapacityPlan, monthly_tokens: float | None = None):
 def derive(plan: CapacityPlan) -> Derived:
     """The capacity figures of ``plan`` (see :class:`Derived`), from servelib's formulas."""
     model = plan_model(plan)
-    gpu = get_gpu(plan.gpu)
+    gpu = plan.gpu_spec()
     cap = _capacity(plan, model)
     try:
         min_tp = min_tp_degree(model, gpu, plan.bytes_per_param, context_len=plan.context_len,
@@ -216,7 +217,7 @@ def _memory_findings(plan, d):
             "weights-exceed-device", "deployment.tp_degree", plan.tp_degree, d.min_tp_degree, "devices",
             f"{d.weights_bytes / plan.tp_degree / 2**30:.1f} GiB of weights per device leave no room "
             f"for one {plan.context_len}-token sequence on one {plan.gpu} "
-            f"({get_gpu(plan.gpu).memory_bytes / 2**30:.0f} GiB)"))
+            f"({plan.gpu_spec().memory_bytes / 2**30:.0f} GiB)"))
     if plan.reserve_fraction == 0:
         out.append(Finding(
             "no-working-reserve", "deployment.reserve_fraction", d.concurrency, sound, "conversations",
@@ -226,9 +227,10 @@ def _memory_findings(plan, d):
         wrong = plan.claimed_kv_bytes_per_token
         code = ("attention-heads-for-kv" if _close(wrong, kv_bytes_per_token(mha, plan.kv_bytes_per_elem))
                 else "claimed-number-wrong")
-        out.append(Finding(code, "claims.kv_bytes_per_token", wrong, d.kv_bytes_per_token, "bytes",
-                           f"2 x {model.n_layers} layers x {model.n_kv_heads} KV heads x {model.head_dim} "
-                           f"x {plan.kv_bytes_per_elem:g} bytes"))
+        how = (f"2 x {model.n_layers} layers x {model.n_kv_heads} KV heads x {model.head_dim} "
+               f"x {plan.kv_bytes_per_elem:g} bytes" if not model.layers else
+               f"layer by layer ({model.layer_mix}): the marginal bytes of a token past every window")
+        out.append(Finding(code, "claims.kv_bytes_per_token", wrong, d.kv_bytes_per_token, "bytes", how))
     claimed = plan.claimed_concurrency
     if plan.concurrency_basis == "flops":
         out.append(Finding("concurrency-from-flops", "claims.concurrency_basis", claimed, sound,
@@ -264,7 +266,7 @@ def static_vs_continuous():
 
 def _serving_findings(plan, d):
     """Findings on how the deployment is run: batching, admission, oversize requests, tiers."""
-    model, gpu = plan_model(plan), get_gpu(plan.gpu)
+    model, gpu = plan_model(plan), plan.gpu_spec()
     out = []
     if 1 in (plan.max_batch, plan.benchmark_batch):
         right_batch = max(1, _capacity(plan, reserve_fraction=_sound_reserve(plan)).sequences_per_replica)
@@ -292,10 +294,12 @@ def _serving_findings(plan, d):
                            "reserve prompt plus maximum output at admission"))
     if plan.oversize_requests == "queue":
         cap = _capacity(plan, reserve_fraction=_sound_reserve(plan))
-        limit = math.floor(cap.kv_budget_bytes_per_device / cap.kv_bytes_per_token_per_device)
-        out.append(Finding("queue-never-fits", "serving.oversize_requests", "queue", "reject", "",
-                           f"a request longer than {limit:,} tokens (a replica's whole KV budget) "
-                           "can never be admitted"))
+        limit = longest_sequence_tokens(model, cap.kv_budget_bytes_per_device, plan.kv_bytes_per_elem,
+                                        plan.tp_degree)
+        if math.isfinite(limit):          # with every layer windowed no request can outgrow the budget
+            out.append(Finding("queue-never-fits", "serving.oversize_requests", "queue", "reject", "",
+                               f"a request longer than {limit:,} tokens (a replica's whole KV budget) "
+                               "can never be admitted"))
     if plan.shared_tiers:
         kw = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
                   bytes_per_elem=plan.kv_bytes_per_elem, tp_degree=plan.tp_degree)

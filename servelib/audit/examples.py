@@ -1,4 +1,5 @@
-"""The book's example plans: a sound one, one per beginner mistake, one per war story.
+"""The book's example plans: a sound one, a mixture of experts and a sliding-window model
+(both sound), one per beginner mistake, one per war story.
 
 Every plan is built in code from :func:`sound_plan`, so a notebook on Colab needs no file;
 the repository's ``plans/*.toml`` are these plans written out by::
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from ..economics import GPT_4O, H100_USD_PER_GPU_HOUR, MINUTES_PER_MONTH, ptu_capacity_tokens_per_month
 from ..memory import kv_bytes_per_token
-from ..models import get_model
+from ..models import _CONFIGS, get_model
 from .plan import CapacityPlan, plan_to_toml
 
 
@@ -146,9 +147,39 @@ def war_stories() -> tuple[WarStory, ...]:
     )
 
 
+def moe_plan() -> CapacityPlan:
+    """A sound plan for a mixture of experts: Qwen3-30B-A3B (preset) on one H100 SXM.
+
+    All 128 experts of every layer must be resident (30.5e9 parameters, 57 GiB in bf16),
+    but a decode step reads only the experts its batch routes to; 27 conversations of
+    8,192 tokens fit after the weights and a 10% reserve. The audit finds nothing in it.
+    """
+    return CapacityPlan(
+        name="moe", description="Qwen3-30B-A3B (128 experts, 8 per token) on one H100 SXM",
+        model="qwen3-30b-a3b", gpu="h100-sxm", n_gpus=1, tp_degree=1, context_len=8192,
+        reserve_fraction=0.10, target_concurrency=24, prompt_len=2048, max_batch=27,
+        claimed_kv_bytes_per_token=98_304, claimed_concurrency=27)
+
+
+def sliding_window_plan() -> CapacityPlan:
+    """A sound plan for a model with sliding-window layers: gpt-oss-20b, its config.json fields
+    inline in the plan, on one H100 SXM at 131,072-token contexts.
+
+    Half its layers keep only the last 128 tokens, so a sequence holds 3,075 MiB, not the
+    6,144 MiB that every layer at full length would: 12 conversations fit. The audit finds
+    nothing in it.
+    """
+    return CapacityPlan(
+        name="sliding-window", description="gpt-oss-20b (12 windowed + 12 full layers) on one H100 SXM",
+        model="gpt-oss-20b", model_config=dict(_CONFIGS["gpt-oss-20b"]), gpu="h100-sxm", n_gpus=1,
+        tp_degree=1, context_len=131_072, reserve_fraction=0.10, target_concurrency=12,
+        prompt_len=8192, max_batch=12, claimed_kv_bytes_per_token=24_576, claimed_concurrency=12)
+
+
 def all_plans() -> dict[str, CapacityPlan]:
-    """Every example plan by file stem: ``sound``, ``mistake-<code>``, ``story-<slug>``."""
-    plans = {"sound": sound_plan()}
+    """Every example plan by file stem: ``sound``, ``moe``, ``sliding-window``,
+    ``mistake-<code>``, ``story-<slug>``."""
+    plans = {"sound": sound_plan(), "moe": moe_plan(), "sliding-window": sliding_window_plan()}
     plans.update({f"mistake-{code}": p for code, p in mistake_plans().items()})
     plans.update({f"story-{w.slug}": w.plan for w in war_stories()})
     return plans

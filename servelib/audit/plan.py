@@ -5,6 +5,10 @@ library ``tomllib``) whose tables group the fields::
 
     [plan]         name, description
     [deployment]   model, gpu, n_gpus, tp_degree, context_len, reserve_fraction, ...
+    [model]        config = "path/to/config.json" (relative to the plan file), or the
+                   config.json fields themselves; replaces a preset model
+    [gpu]          memory_gib, bandwidth_GBps, [gpu.tflops] (dense TFLOP/s per dtype);
+                   replaces a preset GPU
     [serving]      batching, max_batch, admission, oversize_requests, shared_tiers, ...
     [workload]     prompt_len, output_lengths, output_fraction, monthly_tokens, ...
     [claims]       kv_bytes_per_token, concurrency, concurrency_basis
@@ -24,8 +28,12 @@ import tomllib
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
-from ..hardware import DTYPES, list_gpus
-from ..models import list_models
+import json
+import pathlib
+
+from ..hardware import DTYPES, GPUSpec, get_gpu, list_gpus
+from ..models import ModelSpec, get_model, list_models
+from ..units import GiB
 
 
 class PlanError(ValueError):
@@ -137,8 +145,10 @@ def _f(toml: str, check, default=dataclasses.MISSING, doc: str = ""):
 class CapacityPlan:
     """A serving deployment and the numbers its author claims about it (all units in the names).
 
-    Required: ``name``, ``model`` (a :func:`servelib.models.list_models` preset), ``gpu``
-    (a :func:`servelib.hardware.list_gpus` preset), ``n_gpus``, ``tp_degree``,
+    Required: ``name``, ``model`` (a :func:`servelib.models.list_models` preset, or a label
+    when ``model_config`` gives the config.json fields), ``gpu`` (a
+    :func:`servelib.hardware.list_gpus` preset, or a label when ``gpu_table`` gives the
+    datasheet: ``memory_gib``, ``bandwidth_GBps``, ``tflops``), ``n_gpus``, ``tp_degree``,
     ``context_len`` (tokens per conversation, prompt plus output), ``reserve_fraction``
     (working space kept out of the KV budget, in [0, 1)), ``prompt_len`` (a typical prompt,
     tokens) and ``max_batch`` (the serving engine's batch limit). The rest have defaults that
@@ -206,13 +216,26 @@ class CapacityPlan:
     engineering_fte: float | None = _f("self_hosting.engineering_fte", _non_negative, None,
                                        "engineers on inference operations, on-call included")
     usd_per_fte_year: float | None = _f("self_hosting.usd_per_fte_year", _non_negative, None)
+    model_config: dict | None = field(default=None, metadata={"toml": "model", "check": None, "doc": ""})
+    model_config_path: str | None = field(default=None, metadata={"toml": "model.config", "check": None,
+                                                                  "doc": ""})
+    gpu_table: dict | None = field(default=None, metadata={"toml": "gpu", "check": None, "doc": ""})
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if v is None and f.default is None:
+            if f.metadata["check"] is None or (v is None and f.default is None):
                 continue
-            object.__setattr__(self, f.name, f.metadata["check"](f.metadata["toml"], v))
+            check = f.metadata["check"]
+            # A [model] or [gpu] table replaces the preset: the name is then only a label.
+            if (f.name == "model" and self.model_config is not None) or (
+                    f.name == "gpu" and self.gpu_table is not None):
+                check = _text
+            object.__setattr__(self, f.name, check(f.metadata["toml"], v))
+        if self.model_config is not None:
+            self.model_spec()              # a bad or partial config is a PlanError naming the field
+        if self.gpu_table is not None:
+            self.gpu_spec()
         if self.n_gpus % self.tp_degree:
             raise PlanError("deployment.tp_degree",
                             f"must divide deployment.n_gpus ({self.n_gpus}), got {self.tp_degree}")
@@ -237,6 +260,51 @@ class CapacityPlan:
             if getattr(self, n) is None:
                 raise PlanError(fields[n], f"is required when the plan has a [{table}] table")
 
+    def model_spec(self) -> ModelSpec:
+        """The model: the ``[model]`` table's config.json, or the preset ``deployment.model``.
+
+        Raises :class:`PlanError` naming ``model`` and the config field for a bad or partial
+        config (see :meth:`servelib.models.ModelSpec.from_hf_config`).
+        """
+        if self.model_config is None:
+            return get_model(self.model)
+        where = f"model ({self.model_config_path})" if self.model_config_path else "model"
+        try:
+            return ModelSpec.from_hf_config(self.model_config, name=self.model)
+        except KeyError as e:
+            raise PlanError(where, f"the config.json is incomplete: {e.args[0]}") from None
+        except (ValueError, TypeError) as e:
+            raise PlanError(where, str(e)) from None
+
+    def gpu_spec(self) -> GPUSpec:
+        """The accelerator: the ``[gpu]`` table, or the preset ``deployment.gpu``.
+
+        The table gives ``memory_gib`` (GiB), ``bandwidth_GBps`` (GB/s, decimal) and
+        ``tflops`` (a table of dense TFLOP/s per dtype, e.g. ``bf16 = 989.5``), and
+        optionally ``source``. Raises :class:`PlanError` naming ``gpu.<key>``.
+        """
+        if self.gpu_table is None:
+            return get_gpu(self.gpu)
+        t = dict(self.gpu_table)
+        known = {"memory_gib", "bandwidth_GBps", "tflops", "source"}
+        for k in t:
+            if k not in known:
+                raise PlanError(f"gpu.{k}", f"unknown key; known keys of [gpu]: {', '.join(sorted(known))}")
+        for k in ("memory_gib", "bandwidth_GBps", "tflops"):
+            if k not in t:
+                raise PlanError(f"gpu.{k}", "is required in a [gpu] table")
+        tflops = t["tflops"]
+        if not isinstance(tflops, dict) or not tflops:
+            raise PlanError("gpu.tflops", "must be a table of dtype = dense TFLOP/s, e.g. bf16 = 989.5")
+        flops = {}
+        for dt, v in tflops.items():
+            if dt not in DTYPES:
+                raise PlanError(f"gpu.tflops.{dt}", f"unknown dtype; known: {', '.join(DTYPES)}")
+            flops[dt] = _positive(f"gpu.tflops.{dt}", v) * 1e12
+        return GPUSpec(self.gpu, _positive("gpu.memory_gib", t["memory_gib"]) * GiB,
+                       _positive("gpu.bandwidth_GBps", t["bandwidth_GBps"]) * 1e9, flops,
+                       _text("gpu.source", t.get("source", "plan's [gpu] table")))
+
     @property
     def has_ptu(self) -> bool:
         """True when the plan includes a PTU commitment."""
@@ -249,21 +317,63 @@ class CapacityPlan:
 
 
 def _toml_names() -> dict:
-    return {f.metadata["toml"]: f.name for f in dataclasses.fields(CapacityPlan)}
+    return {f.metadata["toml"]: f.name for f in dataclasses.fields(CapacityPlan) if f.metadata["check"]}
 
 
-def plan_from_dict(data: dict) -> CapacityPlan:
+def _model_table(body: dict, base_dir) -> dict:
+    """Keyword arguments for a ``[model]`` table: a config file's path, or inline fields."""
+    if not isinstance(body, dict):
+        raise PlanError("model", f"must be a table ([model]), got {type(body).__name__}")
+    body = dict(body)
+    name = body.pop("name", None)
+    if "config" in body:
+        rel = _text("model.config", body.pop("config"))
+        if body:
+            raise PlanError(f"model.{next(iter(body))}",
+                            "give either config = \"path\" or the config.json fields, not both")
+        path = pathlib.Path(base_dir or ".") / rel
+        try:
+            cfg = json.loads(path.read_text())
+        except OSError as e:
+            raise PlanError("model.config", f"cannot read {rel}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise PlanError("model.config", f"{rel} is not valid JSON: {e.msg} at line {e.lineno}") from None
+        if not isinstance(cfg, dict):
+            raise PlanError("model.config", f"{rel} must hold a JSON object")
+        out = {"model_config": cfg, "model_config_path": rel}
+    else:
+        if not body:
+            raise PlanError("model", "needs config = \"path/to/config.json\" or the config.json fields")
+        out = {"model_config": body}
+    out["model"] = _text("model.name", name) if name is not None else (
+        out.get("model_config_path") or "config.json")
+    return out
+
+
+def plan_from_dict(data: dict, base_dir=None) -> CapacityPlan:
     """A :class:`CapacityPlan` from the nested dict of a parsed TOML plan (tables of keys).
 
-    Raises :class:`PlanError` naming ``table.key`` for an unknown table or key (a typo must
-    not silently drop a field), a missing required field, or any invalid value.
+    ``[model]`` (a config.json's path, relative to ``base_dir``, or its fields) and
+    ``[gpu]`` (memory, bandwidth, FLOP/s) replace the presets ``deployment.model`` and
+    ``deployment.gpu``, which may then be left out. Raises :class:`PlanError` naming
+    ``table.key`` for an unknown table or key (a typo must not silently drop a field), a
+    missing required field, a bad or partial config, or any invalid value.
     """
     names = _toml_names()
     tables = {t.split(".")[0] for t in names}
     kwargs = {}
+    data = dict(data)
+    if "model" in data:
+        kwargs.update(_model_table(data.pop("model"), base_dir))
+    if "gpu" in data:
+        body = data.pop("gpu")
+        if not isinstance(body, dict):
+            raise PlanError("gpu", f"must be a table ([gpu]), got {type(body).__name__}")
+        kwargs["gpu_table"] = body
+        kwargs["gpu"] = "gpu"
     for table, body in data.items():
         if table not in tables:
-            raise PlanError(table, f"unknown table; known tables: {', '.join(sorted(tables))}")
+            raise PlanError(table, f"unknown table; known tables: {', '.join(sorted(tables | {'model', 'gpu'}))}")
         if not isinstance(body, dict):
             raise PlanError(table, f"must be a table ([{table}]), got {type(body).__name__}")
         for key, value in body.items():
@@ -271,6 +381,10 @@ def plan_from_dict(data: dict) -> CapacityPlan:
             if dotted not in names:
                 known = sorted(k.split(".")[1] for k in names if k.startswith(table + "."))
                 raise PlanError(dotted, f"unknown key; known keys of [{table}]: {', '.join(known)}")
+            if dotted in ("deployment.model", "deployment.gpu") and names[dotted] in kwargs:
+                if dotted == "deployment.gpu":
+                    kwargs["gpu"] = value            # the [gpu] table's label
+                    continue
             kwargs[names[dotted]] = value
     for f in dataclasses.fields(CapacityPlan):
         if f.default is dataclasses.MISSING and f.name not in kwargs:
@@ -278,9 +392,10 @@ def plan_from_dict(data: dict) -> CapacityPlan:
     return CapacityPlan(**kwargs)
 
 
-def parse_plan(text: str) -> CapacityPlan:
+def parse_plan(text: str, base_dir=None) -> CapacityPlan:
     """A :class:`CapacityPlan` from TOML text; :class:`PlanError` if the TOML or a field is invalid.
 
+    ``base_dir``: where a ``[model] config`` path is relative to (default: the current folder).
     Raises TypeError if ``text`` is not a string (read a file with :func:`load_plan`)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a string of TOML, got {type(text).__name__}")
@@ -288,7 +403,7 @@ def parse_plan(text: str) -> CapacityPlan:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise PlanError("TOML", str(e)) from None
-    return plan_from_dict(data)
+    return plan_from_dict(data, base_dir)
 
 
 def load_plan(path) -> CapacityPlan:
@@ -304,7 +419,11 @@ def load_plan(path) -> CapacityPlan:
         raise PlanError(str(path), f"cannot read the plan: {e.strerror}") from None
     except UnicodeDecodeError as e:
         raise PlanError(str(path), f"is not UTF-8 text (TOML must be): {e.reason} at byte {e.start}") from None
-    return parse_plan(text)
+    return parse_plan(text, pathlib.Path(path).parent)
+
+
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(k)
 
 
 def _toml_value(v) -> str:
@@ -314,6 +433,8 @@ def _toml_value(v) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, (tuple, list)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):                    # an inline table; TOML has no null, so None keys go
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items() if x is not None) + "}"
     if float(v).is_integer() and abs(v) < 2**53:
         return f"{int(v):_}"          # 70_000_000_000 reads better than 70000000000.0
     return repr(v)
@@ -329,10 +450,23 @@ def plan_to_toml(plan: CapacityPlan) -> str:
     by_table: dict[str, list[str]] = {}
     for f in dataclasses.fields(CapacityPlan):
         v = getattr(plan, f.name)
-        if v is None or (f.default is not dataclasses.MISSING and v == f.default):
+        if v is None or (f.default is not dataclasses.MISSING and v == f.default) or not f.metadata["check"]:
             continue
+        if (f.name == "model" and plan.model_config is not None) or (f.name == "gpu" and plan.gpu_table):
+            continue                                   # written in their own tables below
         table, key = f.metadata["toml"].split(".")
         doc = f"# {f.metadata['doc']}\n" if f.metadata["doc"] else ""
         by_table.setdefault(table, []).append(f"{doc}{key} = {_toml_value(v)}")
-    order = ["plan", "deployment", "serving", "workload", "claims", "payg", "ptu", "self_hosting"]
+    if plan.model_config is not None:
+        lines = [f"name = {_toml_value(plan.model)}"]
+        if plan.model_config_path:
+            lines.append(f"config = {_toml_value(plan.model_config_path)}")
+        else:
+            lines += [f"{_toml_key(k)} = {_toml_value(x)}" for k, x in plan.model_config.items() if x is not None]
+        by_table["model"] = lines
+    if plan.gpu_table:
+        by_table.setdefault("deployment", []).insert(0, f"gpu = {_toml_value(plan.gpu)}")
+        by_table["gpu"] = [f"{_toml_key(k)} = {_toml_value(x)}" for k, x in plan.gpu_table.items()]
+    order = ["plan", "deployment", "model", "gpu", "serving", "workload", "claims", "payg", "ptu",
+             "self_hosting"]
     return "\n".join(f"[{t}]\n" + "\n".join(by_table[t]) + "\n" for t in order if t in by_table)

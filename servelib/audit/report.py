@@ -4,7 +4,7 @@ from __future__ import annotations
 from numbers import Real
 
 from ..units import fmt_bytes
-from .audit import audit, derive
+from .audit import audit, derive, plan_model
 from .plan import CapacityPlan
 
 
@@ -35,7 +35,9 @@ def derived_lines(plan: CapacityPlan) -> list[str]:
     tp = plan.tp_degree
     rows = [
         ("weights", f"{fmt_bytes(d.weights_bytes, digits=4)} ({fmt_bytes(d.weights_bytes / tp, digits=4)} per device at TP={tp})"),
-        ("KV per token", fmt_bytes(d.kv_bytes_per_token)),
+        ("KV per token", fmt_bytes(d.kv_bytes_per_token) + (
+            f" (marginal past every window; layers: {plan_model(plan).layer_mix})"
+            if plan_model(plan).layers else "")),
         ("KV per sequence", f"{fmt_bytes(d.kv_bytes_per_sequence)} at {plan.context_len:,} tokens"),
         ("KV budget", f"{fmt_bytes(d.kv_budget_bytes, digits=4)} over {plan.n_gpus} devices "
                       f"({plan.reserve_fraction:.0%} reserve)"),

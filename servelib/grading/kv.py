@@ -42,3 +42,11 @@ def _vllm_convention_gap():
     ours = max_concurrency(kv_budget_bytes(640 * GiB, weight_bytes(70e9)), per_token, 8192)
     vllm = max_concurrency(vllm_kv_budget_bytes(640 * GiB, weight_bytes(70e9)), per_token, 8192)
     return ours - vllm
+
+
+@exercise("kv-7", rtol=0, unit="sequences",
+          hints=((0.5, "that is every layer caching the whole context: half of this model's layers "
+                       "keep only a window of the last tokens"),))
+def _concurrency_mixed_layers(model="gpt-oss-20b", gpu="h100-sxm", context_len=131_072):
+    # Sequences per device, with the cache summed layer by layer (windows capped).
+    return capacity(get_model(model), get_gpu(gpu), n_gpus=1, context_len=context_len).concurrency

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from .. import _check
 from ..hardware import as_gpu
-from ..memory import kv_bytes_per_token, weight_bytes
-from ..roofline import decode_bytes_per_step, prefill_flops, step_time_s
+from ..memory import _kv_bytes_at, kv_bytes_per_token, weight_bytes
+from ..roofline import decode_bytes_per_step, decode_weight_bytes, prefill_flops, step_time_s
 
 
 def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: float = 2,
@@ -18,6 +18,11 @@ def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: floa
     and memory time (:func:`servelib.roofline.step_time_s`). Under tensor parallelism each
     of ``tp_degree`` devices does its share; communication is ignored, so this is a lower
     bound. ``gpu`` is a GPUSpec or a preset name. Raises like the functions it calls.
+
+    For a mixture of experts the weights read are those the step's tokens route to
+    (:func:`servelib.roofline.decode_weight_bytes`); for a model whose layers do not all
+    cache alike the KV read is layer by layer, at the batch's mean context
+    (:func:`servelib.memory.kv_bytes_per_sequence`).
     """
     gpu = as_gpu(gpu)
     tp = _check.positive_int("tp_degree", tp_degree)
@@ -28,7 +33,10 @@ def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: floa
 
     def step_time(batch: int, tokens: int, kv_tokens: int) -> float:
         b = _check.positive_int("batch", batch)
-        kv_per_seq = _check.non_negative("kv_tokens", kv_tokens) * kv_tok / b
-        return step_time_s(prefill_flops(params, tokens), decode_bytes_per_step(w, kv_per_seq, b), peak, bw)
+        kv = _check.non_negative("kv_tokens", kv_tokens)
+        kv_per_seq = (kv * kv_tok / b if not model.layers
+                      else _kv_bytes_at(model, kv / b, bytes_per_elem, tp))
+        w_step = decode_weight_bytes(model, tokens, bytes_per_param) / tp if model.is_moe else w
+        return step_time_s(prefill_flops(params, tokens), decode_bytes_per_step(w_step, kv_per_seq, b), peak, bw)
 
     return step_time

@@ -42,10 +42,24 @@ def safely(report, **kwargs) -> str:
 
 
 def resolve(model, gpu):
-    """``(ModelSpec, GPUSpec)`` from presets' names or the specs themselves (KeyError if unknown)."""
-    return (get_model(model) if isinstance(model, str) else _check.instance("model", model, ModelSpec,
-                                                                            "a ModelSpec or a preset name"),
+    """``(ModelSpec, GPUSpec)`` from presets' names or the specs themselves (KeyError if unknown).
+
+    ``model`` may also be a ``config.json`` as a dict or as pasted JSON text (starting with
+    ``{``), read by :meth:`ModelSpec.from_hf_config`; a bad or partial config raises its
+    error naming the field (KeyError, ValueError or TypeError).
+    """
+    if isinstance(model, dict) or (isinstance(model, str) and model.lstrip().startswith("{")):
+        model = ModelSpec.from_hf_config(model, name="pasted config.json")
+    elif isinstance(model, str):
+        model = get_model(model)
+    return (_check.instance("model", model, ModelSpec, "a ModelSpec, a preset name or a config.json"),
             as_gpu(gpu))
+
+
+def config_box(w, style):
+    """The text box a reader pastes a ``config.json`` into (empty: use the preset)."""
+    return w.Textarea(value="", placeholder="paste a config.json here to use it instead of the preset",
+                      description="config.json", style=style, layout=w.Layout(width="40em", height="6em"))
 
 
 def assemble(controls: dict, report, image, update, *, split: int | None = None):

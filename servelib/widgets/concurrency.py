@@ -22,7 +22,7 @@ from ..memory import capacity
 from ..models import list_models
 from ..plots import new_axes
 from ..units import fmt_bytes
-from ._common import assemble, figure_png, report_html, resolve, safely
+from ._common import assemble, config_box, figure_png, report_html, resolve, safely
 
 #: KV-cache element types the explorer offers, with their bytes per element.
 KV_DTYPES = {"fp16/bf16": 2, "fp8": 1}
@@ -36,7 +36,8 @@ def concurrency_report(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, 
                        tp_degree: int | None = None) -> str:
     """Text report of :func:`servelib.memory.capacity` for one deployment.
 
-    ``model`` and ``gpu`` are presets' names or specs; ``tp_degree`` defaults to ``n_gpus``
+    ``model`` is a preset's name, a ModelSpec, a config.json dict or its pasted text; ``gpu``
+    a preset's name or a GPUSpec; ``tp_degree`` defaults to ``n_gpus``
     (one replica across the node). Lines: weights, KV per token and per sequence, KV budget
     (all per device), sequences per replica, replicas and the total.
     Raises what :func:`~servelib.memory.capacity` raises (ValueError naming the argument).
@@ -45,11 +46,12 @@ def concurrency_report(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, 
     m, g = resolve(model, gpu)
     c = capacity(m, g, n_gpus=n_gpus, context_len=context_len, tp_degree=tp_degree,
                  bytes_per_elem=kv_bytes_per_elem, reserve_fraction=reserve_fraction)
+    mixed = f" ({m.layer_mix}; marginal, past every window)" if m.layers else ""
     lines = [
         f"{m.name} on {n_gpus} x {g.name} ({fmt_bytes(g.memory_bytes)} each), TP={c.tp_degree}, "
         f"{c.replicas} replica(s)",
         f"weights per device        {fmt_bytes(c.weights_bytes_per_device)}",
-        f"KV per token per device   {fmt_bytes(c.kv_bytes_per_token_per_device)}",
+        f"KV per token per device   {fmt_bytes(c.kv_bytes_per_token_per_device)}{mixed}",
         f"KV per {context_len:,}-token sequence {fmt_bytes(c.kv_bytes_per_sequence_per_device)} per device",
         f"KV budget per device      {fmt_bytes(c.kv_budget_bytes_per_device)} "
         f"(after weights, {reserve_fraction:.0%} reserve)",
@@ -79,7 +81,7 @@ def concurrency_figure(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, 
         raise ValueError("contexts must hold at least one context length")
     if tp_degrees is None:
         tp_degrees = [t for t in TP_DEGREES if n_gpus % t == 0
-                      and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)]
+                      and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0) and m.n_heads % t == 0]
     fig, ax = new_axes("context length (tokens)", "concurrent sequences",
                        f"{m.name} on {n_gpus} x {g.name}, KV {kv_bytes_per_elem:g} B/elem, "
                        f"{reserve_fraction:.0%} reserve", logx=True, logy=True)
@@ -100,6 +102,10 @@ def concurrency_explorer(model: str = "llama-3-70b", gpu: str = "h100-sxm", n_gp
                          context_len: int = 8192, kv_dtype: str = "fp16/bf16",
                          reserve_fraction: float = 0.10, tp_degree: int = 8):
     """Interactive calculator (ipywidgets): model, GPU, GPU count, context, KV dtype, reserve, TP.
+
+    A ``config.json`` pasted into the text box replaces the preset model (any family
+    :meth:`servelib.models.ModelSpec.from_hf_config` reads); a bad or partial one shows
+    the error naming the field.
 
     Returns a ``VBox`` of controls, a text report (:func:`concurrency_report`) and a figure
     (:func:`concurrency_figure`), redrawn whenever a control changes. An impossible choice
@@ -122,15 +128,21 @@ def concurrency_explorer(model: str = "llama-3-70b", gpu: str = "h100-sxm", n_gp
                                style=style),
         "reserve_fraction": w.FloatSlider(value=reserve_fraction, min=0.0, max=0.5, step=0.01,
                                           description="reserve", readout_format=".0%", style=style),
+        "config": config_box(w, style),
     }
     report = w.HTML()
     image = w.Image(format="png")
 
     def update(_change=None):
         v = {k: c.value for k, c in controls.items()}
-        kwargs = dict(model=v["model"], gpu=v["gpu"], n_gpus=v["n_gpus"], context_len=v["context_len"],
+        # A pasted config.json wins over the preset.
+        kwargs = dict(model=v["config"].strip() or v["model"], gpu=v["gpu"], n_gpus=v["n_gpus"],
+                      context_len=v["context_len"],
                       kv_bytes_per_elem=KV_DTYPES[v["kv_dtype"]], reserve_fraction=v["reserve_fraction"])
         report.value = report_html(safely(concurrency_report, tp_degree=v["tp_degree"], **kwargs))
-        image.value = figure_png(concurrency_figure(**kwargs))
+        try:
+            image.value = figure_png(concurrency_figure(**kwargs))
+        except (ValueError, KeyError, TypeError):   # the report already says why; no stale figure
+            image.value = b""
 
     return assemble(controls, report, image, update, split=4)

@@ -22,11 +22,12 @@ import matplotlib.pyplot as plt
 
 from .. import _check
 from ..hardware import list_gpus, ridge_point
-from ..memory import capacity, kv_bytes_per_sequence, weight_bytes
+from ..memory import capacity, kv_bytes_per_sequence
 from ..models import list_models
 from ..plots import apply_style
-from ..roofline import decode_bytes_per_step, decode_flops_per_step, decode_tokens_per_s, predict_tpot_s
-from ._common import assemble, figure_png, report_html, resolve, safely
+from ..roofline import (decode_bytes_per_step, decode_flops_per_step, decode_tokens_per_s, decode_weight_bytes,
+                        predict_tpot_s)
+from ._common import assemble, config_box, figure_png, report_html, resolve, safely
 
 BATCHES = tuple(2**k for k in range(0, 11))      # 1 .. 1,024 sequences
 CONTEXTS = tuple(2**k for k in range(9, 18))     # 512 .. 131,072 tokens
@@ -39,14 +40,15 @@ def decode_point(model, gpu, batch: int, context_len: int, *, dtype: str = "bf16
     :mod:`servelib.roofline`, per device under TP), ``tpot_s`` (:func:`predict_tpot_s`),
     ``tokens_per_s`` (:func:`decode_tokens_per_s`, all sequences of the replica) and
     ``utilization`` (achieved FLOP/s over the dtype's dense peak, in [0, 1]).
-    16-bit weights and KV cache; communication ignored (a lower bound on time).
+    16-bit weights and KV cache; a mixture of experts reads only the experts the batch
+    routes to; communication ignored (a lower bound on time).
     Raises ValueError for a bad size, an unknown dtype on this GPU, or a TP degree the KV
     heads cannot be split over.
     """
     m, g = resolve(model, gpu)
     tp = _check.positive_int("tp_degree", tp_degree)
     flops = decode_flops_per_step(m.n_active_params, batch) / tp
-    bytes_moved = decode_bytes_per_step(weight_bytes(m) / tp,
+    bytes_moved = decode_bytes_per_step(decode_weight_bytes(m, batch) / tp,
                                         kv_bytes_per_sequence(m, context_len, tp_degree=tp), batch)
     tpot = predict_tpot_s(m, g, batch, context_len, dtype=dtype, tp_degree=tp)
     return {"intensity": flops / bytes_moved, "tpot_s": tpot,
@@ -130,6 +132,8 @@ def roofline_explorer(model: str = "llama-3-8b", gpu: str = "h100-sxm", batch: i
                       context_len: int = 4096, dtype: str = "bf16", tp_degree: int = 1):
     """Interactive calculator (ipywidgets): model, GPU, dtype, TP degree, batch, context.
 
+    A ``config.json`` pasted into the text box replaces the preset model.
+
     Returns a ``VBox`` of controls, a text report (:func:`roofline_report`) and a figure
     (:func:`roofline_figure`), redrawn whenever a control changes; a choice the GPU or the
     model does not allow (bf16 on a T4, say) shows its reason instead of a number. Works
@@ -146,12 +150,14 @@ def roofline_explorer(model: str = "llama-3-8b", gpu: str = "h100-sxm", batch: i
         "batch": w.SelectionSlider(options=BATCHES, value=batch, description="batch", style=style),
         "context_len": w.SelectionSlider(options=CONTEXTS, value=context_len, description="context (tokens)",
                                          style=style),
+        "config": config_box(w, style),
     }
     report = w.HTML()
     image = w.Image(format="png")
 
     def update(_change=None):
         v = {k: c.value for k, c in controls.items()}
+        v["model"] = v.pop("config").strip() or v["model"]      # a pasted config.json wins
         report.value = report_html(safely(roofline_report, **v))
         v.pop("batch")
         try:

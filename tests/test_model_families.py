@@ -1,0 +1,213 @@
+"""Today's model families read from their published config.json (tests/data/*.json, each with
+its source): parameter counts against the published counts, KV bytes exact against the figure
+derived by hand from the fields and, where a public log exists, against the log."""
+import json
+import pathlib
+import warnings
+
+import pytest
+
+from servelib.hf_config import parse_hf_config
+from servelib.memory import (capacity, kv_bytes_per_sequence, kv_bytes_per_token, longest_sequence_tokens,
+                             weight_bytes)
+from servelib.models import LayerSpec, ModelSpec, get_model, list_models
+from servelib.units import GiB, KiB, MiB
+
+DATA = pathlib.Path(__file__).parent / "data"
+
+# Published total parameter counts (model cards / technical reports), each within 1%.
+PUBLISHED_TOTAL = {
+    "mistral-7b-v0.1": 7.24e9, "mixtral-8x7b": 46.7e9, "llama-3.2-1b": 1.24e9, "llama-3.1-405b": 405e9,
+    "qwen3-8b": 8.2e9, "qwen3-30b-a3b": 30.5e9, "qwen3-235b-a22b": 235e9, "qwen2-57b-a14b": 57.4e9,
+    "qwen3-next-80b-a3b": 80e9, "deepseek-v2-lite": 15.7e9,
+    "deepseek-v3": 671e9,            # main model; the 14B multi-token-prediction module is left out
+    "gemma-2-9b": 9.24e9,
+    "gemma-3-27b": 27.0e9,           # language model: 1,416M embedding + 25,600M (Gemma 3 report, table 1)
+    "phi-3-mini": 3.8e9, "phi-4": 14.7e9, "glm-4-9b": 9.4e9, "gpt-oss-20b": 20.91e9,
+    "gpt-oss-120b": 116.83e9, "falcon-7b": 6.92e9, "qwen2.5-7b": 7.61e9, "llama-3-70b": 70.55e9,
+}
+
+
+def _load(name):
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+def test_every_data_file_names_its_source_and_matches_its_preset():
+    for path in sorted(DATA.glob("*.json")):
+        cfg = json.loads(path.read_text())
+        assert cfg["_source"].startswith("https://huggingface.co/"), path.name
+        if path.stem in list_models():
+            assert ModelSpec.from_hf_config(path, name=path.stem) == get_model(path.stem), path.stem
+
+
+@pytest.mark.parametrize("name,published", sorted(PUBLISHED_TOTAL.items()))
+def test_parameter_counts_within_one_percent_of_published(name, published):
+    m = ModelSpec.from_hf_config(DATA / f"{name}.json")
+    assert m.n_params == pytest.approx(published, rel=0.01)
+
+
+def test_active_parameters_of_mixtures_of_experts():
+    # Published active counts. gpt-oss and DeepSeek count the unembedding but not the input
+    # embedding (a lookup, no matmul); servelib's n_active_params includes both, so add it.
+    assert get_model("mixtral-8x7b").n_active_params == pytest.approx(12.9e9, rel=0.005)
+    assert get_model("qwen2-57b-a14b").n_active_params == pytest.approx(14e9, rel=0.02)
+    assert get_model("qwen3-30b-a3b").n_active_params == pytest.approx(3.3e9, rel=0.02)   # given to 2 digits
+    assert get_model("qwen3-235b-a22b").n_active_params == pytest.approx(22e9, rel=0.01)
+    assert get_model("gpt-oss-20b").n_active_params == pytest.approx(3.61e9 + 201088 * 2880, rel=0.005)
+    assert get_model("gpt-oss-120b").n_active_params == pytest.approx(5.13e9 + 201088 * 2880, rel=0.005)
+    assert get_model("deepseek-v3").n_active_params == pytest.approx(37e9 + 129280 * 7168, rel=0.01)
+
+
+# ---- the failing inputs, each with its right value --------------------------------------
+
+def test_qwen3_moe_reads_expert_width():
+    # Was 233.5B total / 16.0B active (the dense intermediate_size taken for each expert).
+    m = ModelSpec.from_hf_config(DATA / "qwen3-30b-a3b.json")
+    assert (round(m.n_params / 1e9, 1), round(m.n_active_params / 1e9, 1)) == (30.5, 3.4)
+    assert (m.n_experts, m.n_experts_per_token, m.intermediate_size, m.n_moe_layers) == (128, 8, 768, 48)
+    # vLLM's log at TP=4: "Loading weights took 14.25 GiB" per rank.
+    assert weight_bytes(m) / 4 / GiB == pytest.approx(14.25, rel=0.005)
+
+
+def test_moe_family_keys_shared_experts_and_dense_first_layers():
+    base = {"model_type": "deepseek_v3", "num_hidden_layers": 4, "hidden_size": 8, "num_attention_heads": 2,
+            "num_key_value_heads": 2, "head_dim": 4, "intermediate_size": 32, "moe_intermediate_size": 4,
+            "n_routed_experts": 4, "num_experts_per_tok": 2, "vocab_size": 10, "tie_word_embeddings": False}
+    dense_first = parse_hf_config({**base, "first_k_dense_replace": 1})
+    assert dense_first["n_moe_layers"] == 3
+    shared = parse_hf_config({**base, "n_shared_experts": 1})
+    plain = parse_hf_config(base)
+    assert shared["n_params"] - plain["n_params"] == 4 * 3 * 8 * 4           # one expert a layer
+    assert shared["n_active_params"] - plain["n_active_params"] == 4 * 3 * 8 * 4
+    qwen = {**base, "model_type": "qwen2_moe", "num_experts": 4, "n_routed_experts": None}
+    assert parse_hf_config({**qwen, "mlp_only_layers": [0, 2]})["n_moe_layers"] == 2
+    assert parse_hf_config({**qwen, "decoder_sparse_step": 2})["n_moe_layers"] == 2
+    gate = parse_hf_config({**qwen, "shared_expert_intermediate_size": 16})
+    assert gate["n_params"] - parse_hf_config(qwen)["n_params"] == 4 * (3 * 8 * 16 + 8)   # + sigmoid gate
+
+
+def test_glm4_kv_heads_and_padded_vocab():
+    # Was 655,360 B/token (treated as MHA). vLLM held 53,376 tokens in 2.04 GiB.
+    m = ModelSpec.from_hf_config(DATA / "glm-4-9b.json")
+    assert (m.n_kv_heads, m.head_dim, m.vocab_size, m.intermediate_size) == (2, 128, 151552, 13696)
+    assert kv_bytes_per_token(m) == 2 * 40 * 2 * 128 * 2 == 40_960
+    assert round(53_376 * kv_bytes_per_token(m) / GiB, 2) == 2.04
+
+
+def test_falcon_new_decoder_architecture_has_grouped_kv_heads():
+    # transformers writes multi_query: true beside num_kv_heads: 8; servelib took 1 (8x too much concurrency).
+    m = ModelSpec.from_hf_config(DATA / "falcon-40b.json")
+    assert m.n_kv_heads == 8 and kv_bytes_per_token(m) == 2 * 60 * 8 * 64 * 2
+    assert get_model("falcon-7b").n_kv_heads == 1                       # old architecture: multi_query is MQA
+    assert ModelSpec.from_hf_config({**_load("falcon-7b"), "num_kv_heads": 71}).n_kv_heads == 1
+
+
+def test_gated_mlp_and_tied_embeddings_defaults():
+    g = ModelSpec.from_hf_config(DATA / "gemma-2-9b.json")       # GeGLU, no tie key: Gemma ties
+    hidden, inter, layers, vocab = 3584, 14336, 42, 256000
+    attn = hidden * 256 * (2 * 16 + 2 * 8)
+    assert g.n_params == layers * (attn + 3 * hidden * inter + 4 * hidden) + vocab * hidden + hidden
+    glm = ModelSpec.from_hf_config(DATA / "glm-4-9b.json")        # swiglu, three matrices
+    assert glm.n_params == pytest.approx(9.4e9, rel=0.005)
+    with pytest.warns(UserWarning, match="tie_word_embeddings"):
+        ModelSpec.from_hf_config({"num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 2,
+                                  "intermediate_size": 8, "vocab_size": 10})
+
+
+def test_gpt_oss_window_layers_cap_the_cache():
+    # Was 6,144 MiB at 131,072 tokens (every layer full). Right: 3,072 MiB + 3 MiB of windows.
+    m = ModelSpec.from_hf_config(DATA / "gpt-oss-20b.json")
+    assert (m.count_layers("full"), m.count_layers("sliding")) == (12, 12)
+    full = 12 * 2 * 8 * 64 * 2 * 131_072
+    windows = 12 * 2 * 8 * 64 * 2 * 128
+    assert kv_bytes_per_sequence(m, 131_072) == full + windows
+    assert (full / MiB, windows / MiB) == (3072, 3)
+    assert kv_bytes_per_token(m) == 24 * KiB                   # marginal: full layers only
+    assert kv_bytes_per_sequence(m, 100) == 24 * 2 * 8 * 64 * 2 * 100   # inside the window, all count
+
+
+def test_gemma_local_global_patterns():
+    g2 = get_model("gemma-2-9b")
+    assert [x.kind for x in g2.layer_specs[:4]] == ["sliding", "full", "sliding", "full"]
+    g3 = get_model("gemma-3-27b")                               # text_config, pattern 6 by default
+    assert (g3.count_layers("full"), g3.count_layers("sliding"), g3.vocab_size) == (10, 52, 262_208)
+    per_layer_tok = 2 * 16 * 128 * 2
+    assert kv_bytes_per_sequence(g3, 32_768) == per_layer_tok * (10 * 32_768 + 52 * 1024)
+
+
+def test_mistral_v01_window_and_its_capacity():
+    m = get_model("mistral-7b-v0.1")
+    assert kv_bytes_per_token(m) == 0                            # beyond 4,096 tokens nothing grows
+    assert kv_bytes_per_sequence(m, 32_768) == kv_bytes_per_sequence(m, 4096) == 512 * MiB
+    assert longest_sequence_tokens(m, GiB) == float("inf")
+    c = capacity(m, "a100-80gb", n_gpus=1, context_len=32_768)
+    dense = capacity(get_model("mistral-7b"), "a100-80gb", n_gpus=1, context_len=32_768)
+    assert c.concurrency == int(c.kv_budget_bytes_per_device // (512 * MiB)) > 8 * dense.concurrency
+
+
+def test_mla_latent_is_replicated_not_split_under_tp():
+    m = get_model("deepseek-v3")
+    assert m.attention == "MLA" and kv_bytes_per_token(m) == 61 * (512 + 64) * 2 == 70_272
+    for tp in (1, 2, 8):
+        assert kv_bytes_per_token(m, tp_degree=tp) == 70_272
+    lite = get_model("deepseek-v2-lite")
+    assert kv_bytes_per_sequence(lite, 1000, tp_degree=4) == 27 * 576 * 2 * 1000
+    with pytest.raises(ValueError, match="MLA"):
+        m.with_kv_heads(8)
+
+
+def test_hybrid_linear_attention_keeps_a_fixed_state():
+    m = get_model("qwen3-next-80b-a3b")
+    assert (m.count_layers("full"), m.count_layers("state")) == (12, 36)
+    state = (2 * 16 * 128 + 32 * 128) * 3 + 32 * 128 * 128          # conv + recurrent, per layer
+    full_tok = 12 * 2 * 2 * 256 * 2
+    for ctx in (1, 4096, 262_144):
+        assert kv_bytes_per_sequence(m, ctx) == full_tok * ctx + 36 * state * 2
+    # Under TP=2 the state's heads split; the two KV heads split too.
+    assert kv_bytes_per_sequence(m, 10, tp_degree=2) == full_tok / 2 * 10 + 36 * state
+    assert m.n_params == pytest.approx(80e9, rel=0.01)
+
+
+def test_multimodal_text_config_is_read():
+    cfg = {"model_type": "llava", "vision_config": {"hidden_size": 1024},
+           "text_config": {**_load("llama-3-70b"), "_source": None}}
+    m = ModelSpec.from_hf_config(cfg)
+    assert kv_bytes_per_token(m) == 320 * KiB and m.n_params == get_model("llama-3-70b").n_params
+
+
+def test_unmodelled_keys_and_layer_types_are_named():
+    base = _load("llama-3-70b")
+    for key, value in (("attention_chunk_size", 8192), ("mamba_d_state", 16), ("index_topk", 2048)):
+        with pytest.raises(ValueError, match=key):
+            ModelSpec.from_hf_config({**base, key: value})
+    with pytest.raises(ValueError, match=r"layer_types\[1\] = 'mamba'"):
+        ModelSpec.from_hf_config({**base, "num_hidden_layers": 2, "layer_types": ["full_attention", "mamba"]})
+    with pytest.raises(ValueError, match="one entry per layer"):
+        ModelSpec.from_hf_config({**base, "layer_types": ["full_attention"]})
+    with pytest.raises(KeyError, match="linear_num_key_heads"):
+        ModelSpec.from_hf_config({**base, "full_attention_interval": 4})
+    with pytest.raises(ValueError, match="not valid JSON"):
+        ModelSpec.from_hf_config('{"num_hidden_layers": 2,')
+
+
+def test_layer_spec_validates():
+    with pytest.raises(ValueError, match="kind"):
+        LayerSpec("chunked")
+    with pytest.raises(TypeError, match="window"):
+        LayerSpec("sliding")
+    with pytest.raises(ValueError, match="one LayerSpec per layer"):
+        ModelSpec("m", 2, 2, 2, 4, 8, 8, 10, 100, 100, layers=(LayerSpec("full"),))
+
+
+def test_dense_results_unchanged_and_uniform_layers_spelled_one_way():
+    m = get_model("llama-3-70b")
+    assert m.layers == () and kv_bytes_per_sequence(m, 8192) == 2.5 * GiB
+    explicit = ModelSpec(**{**m.__dict__, "layers": (LayerSpec("full"),) * 80})
+    assert explicit == m
+
+
+def test_warnings_are_not_raised_for_presets():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in list_models():
+            get_model(name)
