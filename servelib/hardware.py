@@ -96,34 +96,54 @@ _GPUS = {
                          "fp8": 330.3e12},
                         "NVIDIA Ada GPU Architecture whitepaper, appendix table (GeForce RTX 4090), "
                         "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/"
-                        "nvidia-ada-gpu-architecture.pdf"),
+                        "nvidia-ada-gpu-architecture.pdf; checked against the same dense/sparse "
+                        "figures at https://waredb.com/processor/nvidia-geforce-rtx-4090"),
     "rtx-3090": GPUSpec("rtx-3090", 24 * GiB, 936e9,
                         {"fp32": 35.6e12, "tf32": 35.6e12, "fp16": 71e12, "bf16": 71e12},
                         "NVIDIA Ampere GA102 GPU Architecture whitepaper, table 9 (GeForce RTX 3090), "
-                        "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf"),
+                        "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf"
+                        "; 24 GB, 936 GB/s and FP32 35.6 TFLOP/s checked against the spec table at "
+                        "https://holynerdvana.blogspot.com/2022/10/nvidia-geforce-rtx-3090-specifications.html "
+                        "(its 142 TFLOP/s FP16 is the FP16-accumulate rate; the FP32-accumulate rate used "
+                        "here, half of it, was not checked against a published copy)"),
     "a10": GPUSpec("a10", 24 * GiB, 600e9,
                    {"fp32": 31.2e12, "tf32": 62.5e12, "fp16": 125e12, "bf16": 125e12},
-                   "NVIDIA A10 Tensor Core GPU datasheet, " + _NV + "products/a10-gpu/"),
+                   "NVIDIA A10 Tensor Core GPU datasheet, " + _NV + "products/a10-gpu/; 24 GB, 600 GB/s "
+                   "and FP32 31.2 TFLOP/s checked against https://sysrqmts.com/ru/gpus/compare/"
+                   "nvidia-a10-pcie-vs-nvidia-quadro-rtx-4000 (72 SMs, 288 tensor cores, 1,695 MHz); "
+                   "the tensor rates were not checked against a published copy (they agree with "
+                   "288 tensor cores x 256 FLOP/clock x 1.695 GHz = 125 TFLOP/s)"),
     # AWS's variant of the A10 (G5 instances): same memory and bandwidth, a lower tensor
-    # rate. NVIDIA publishes no datasheet for it: the figures are AWS's (memory) and
-    # Baseten's published A10-vs-A10G comparison (70 TFLOP/s dense fp16 tensor, 35 fp32).
+    # rate. NVIDIA publishes no datasheet for it. Memory and bandwidth are in Baseten's text
+    # (24 GB GDDR6, 600 GB/s, as the A10); its spec table, the source of the rates, is an
+    # image, so the rates were not checked against a published text copy.
     "a10g": GPUSpec("a10g", 24 * GiB, 600e9,
                     {"fp32": 35e12, "tf32": 35e12, "fp16": 70e12, "bf16": 70e12},
                     "Amazon EC2 G5 instances (NVIDIA A10G), https://aws.amazon.com/ec2/instance-types/g5/; "
                     "Baseten, NVIDIA A10 vs A10G for ML model inference, "
-                    "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/"),
+                    "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/ "
+                    "(memory and bandwidth checked; FLOP/s rates not checked against a published copy)"),
     "l40": GPUSpec("l40", 48 * GiB, 864e9,
-                   {"fp32": 90.5e12, "tf32": 90.5e12, "fp16": 181e12, "bf16": 181e12, "fp8": 362e12},
-                   "NVIDIA L40 GPU datasheet, " + _NV + "l40/"),
+                   {"fp32": 90.5e12, "tf32": 90.5e12, "fp16": 181.05e12, "bf16": 181.05e12,
+                    "fp8": 362e12},
+                   "NVIDIA L40 GPU datasheet, " + _NV + "l40/; checked against the datasheet's table "
+                   "as a reseller reprints it, https://www.mullet.se/product.html?product_id=355414"),
     # The export-compliant Hopper: H100-class memory system, about 15% of its arithmetic.
+    # NVIDIA publishes no datasheet; the figures are the HGX H20 spec table as reported.
     "h20": GPUSpec("h20", 96 * GiB, 4.0e12,
                    {"fp32": 44e12, "tf32": 74e12, "fp16": 148e12, "bf16": 148e12, "fp8": 296e12},
-                   "NVIDIA H20 product brief (HGX H20: 96 GB HBM3, 4.0 TB/s, 148 TFLOPS FP16/BF16 dense)"),
+                   "HGX H20 specifications as reported by Tom's Hardware (96 GB HBM3, 4.0 TB/s; "
+                   "FP16/BF16 148, FP8 296, TF32 74 TFLOP/s tensor, dense: 15% of the H100's), "
+                   "https://www.tomshardware.com/pc-components/gpus/new-nvidia-ai-gpus-designed-to-get-"
+                   "around-us-export-bans-come-to-china-h20-l20-and-l2-to-fill-void-left-by-restricted-models"
+                   "; FP32 44 TFLOP/s not in that table (press reports): not checked against a published copy"),
     "mi325x": GPUSpec("mi325x", 256 * GiB, 6.0e12,
                       {"fp32": 163.4e12, "tf32": 653.7e12, "fp16": 1307.4e12, "bf16": 1307.4e12,
                        "fp8": 2614.9e12},
                       "AMD Instinct MI325X accelerator datasheet, "
-                      "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html"),
+                      "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html; "
+                      "checked against the figures reprinted at https://awesomeagents.ai/hardware/amd-mi325x "
+                      "(FP8 2,614.9 dense, 5,229.8 sparse)"),
 }
 
 

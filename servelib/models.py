@@ -234,84 +234,155 @@ class ModelSpec:
                    source=src, **fields)
 
 
-def _hf(repo: str) -> str:
-    return f"https://huggingface.co/{repo}/blob/main/config.json"
+def _hf(repo: str, checked: str) -> str:
+    """Where a preset's config.json is published, and the published copy its fields were
+    checked against (a pinned file in a public repository, or a page that shows the file)."""
+    return f"https://huggingface.co/{repo}/blob/main/config.json; fields checked against {checked}"
 
+
+# Copies of published configs the presets were checked against, pinned to a commit.
+_MLC = ("https://github.com/mlc-ai/mlc-llm/blob/79d603f085f50500e9509fa01785ffa7ecfaaa93/"
+        "python/mlc_llm/model/model_preset.py")
+_MAXTEXT = ("https://github.com/AI-Hypercomputer/maxtext/blob/e591f30cbbf217ed67ef71263ec0538239f9c3b8/"
+            "src/maxtext/configs/models/")
+_LLAMA_SKUS = ("https://github.com/meta-llama/llama-models/blob/8c88b8c0d75dbd136b6895220c4f56ccbe2f2d24/"
+               "models/sku_list.py")
+_DEEPSEEK = ("https://github.com/deepseek-ai/DeepSeek-V3/blob/9b4e9788e4a3a731f7567338ed15d3ec549ce03b/"
+             "inference/configs/")
+_GPT_OSS = ("https://github.com/openai/gpt-oss/blob/0568dfc94f09469e2968c2b90e50561d1b3fc424/"
+            "gpt_oss/torch/model.py (sliding window on even layers, layer 0 first)")
+
+_FALCON_7B_COPY = ("https://huggingface.co/tiiuae/falcon-7b-instruct/blob/refs%2Fpr%2F126/config.json "
+                   "(the instruct model's file after the move to transformers: same architecture) and "
+                   "https://huggingface.co/justinpinkney/falcon-7b/blob/main/config.json (a duplicate of "
+                   "the original file: n_layer 32, n_head 71, multi_query)")
+_MISTRAL_V01_COPY = (f"{_MLC} (mistral_7b, window as sliding_window_size) and https://huggingface.co/"
+                     "Capstone-lpx/mistral7b_instruct/blob/eef8e19a73c12a7506c5386df9b985e7b20f324a/config.json "
+                     "(a duplicate of Mistral-7B-Instruct-v0.1)")
+_LLAMA_405B_COPY = (f"{_LLAMA_SKUS} (Llama 3.1 405B: ffn_dim_multiplier 1.2, multiple_of 4096 give 53248) "
+                    f"and {_MAXTEXT}llama3.1-405b.yml")
+_QWEN2_57B_COPY = ("https://huggingface.co/Qwen/Qwen2-57B-A14B/blame/759c0d83a2b7ad416611d984fdfffbec8de361c2/"
+                   "config.json")
+_QWEN3_NEXT_COPY = (f"{_MAXTEXT}qwen3-next-80b-a3b.yml (intermediate_size is not read: every layer is a "
+                    "mixture of experts)")
+_GEMMA3_COPY = (f"{_MAXTEXT}gemma3-27b.yml and the Gemma3TextConfig defaults in https://github.com/huggingface/"
+                "transformers/blob/008f5c8c29be84d4721dc6d1e0fcd72300580be4/src/transformers/models/gemma3/"
+                "configuration_gemma3.py")
+_PHI3_COPY = ("https://github.com/mlc-ai/mlc-llm/blob/b499d2b3ea91c5260ccc47fd6b07d5792f8dd8e0/"
+              "python/mlc_llm/model/model_preset.py (phi-3)")
+_PHI4_COPY = ("https://huggingface.co/lserinol/levent_medical_llm_full/blame/main/config.json "
+              "(a fine-tune's copy of the file)")
+_GLM4_COPY = ("https://huggingface.co/THUDM/glm-4-9b-chat/blame/731ca7fd937cff9f2ae5f01de85a0c8bf21df6fa/"
+              "config.json (the chat model: same architecture)")
 
 # The fields of each model's published config.json that the parameter count and the KV
-# cache depend on (other fields omitted). ``_source`` records where they were read.
+# cache depend on (other fields omitted). ``_source`` records where the file is published
+# and the copy its fields were checked against.
 _CONFIGS = {
-    "llama-2-70b": {"_source": _hf("meta-llama/Llama-2-70b-hf"), "model_type": "llama", "num_hidden_layers": 80,
+    "llama-2-70b": {"_source": _hf("meta-llama/Llama-2-70b-hf",
+                                  f"{_MLC} (llama2_70b)"),
+                    "model_type": "llama", "num_hidden_layers": 80,
                     "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8,
                     "intermediate_size": 28672, "vocab_size": 32000, "hidden_act": "silu",
                     "tie_word_embeddings": False},
-    "llama-3-70b": {"_source": _hf("meta-llama/Meta-Llama-3-70B"), "model_type": "llama", "num_hidden_layers": 80,
+    "llama-3-70b": {"_source": _hf("meta-llama/Meta-Llama-3-70B",
+                                  f"{_LLAMA_SKUS} (Llama 3 70B) and {_MAXTEXT}llama3-70b.yml"),
+                    "model_type": "llama", "num_hidden_layers": 80,
                     "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8,
                     "intermediate_size": 28672, "vocab_size": 128256, "hidden_act": "silu",
                     "tie_word_embeddings": False},
-    "llama-3-8b": {"_source": _hf("meta-llama/Meta-Llama-3-8B"), "model_type": "llama", "num_hidden_layers": 32,
+    "llama-3-8b": {"_source": _hf("meta-llama/Meta-Llama-3-8B",
+                                 f"{_LLAMA_SKUS} (Llama 3 8B) and {_MAXTEXT}llama3-8b.yml"),
+                   "model_type": "llama", "num_hidden_layers": 32,
                    "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
                    "intermediate_size": 14336, "vocab_size": 128256, "hidden_act": "silu",
                     "tie_word_embeddings": False},
-    "llama-2-7b": {"_source": _hf("meta-llama/Llama-2-7b-hf"), "model_type": "llama", "num_hidden_layers": 32,
+    "llama-2-7b": {"_source": _hf("meta-llama/Llama-2-7b-hf",
+                                 f"{_MLC} (llama2_7b)"),
+                   "model_type": "llama", "num_hidden_layers": 32,
                    "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 32,
                    "intermediate_size": 11008, "vocab_size": 32000, "hidden_act": "silu",
                     "tie_word_embeddings": False},
     # v0.3: no sliding window (v0.1's 4,096-token window is the "mistral-7b-v0.1" preset).
-    "mistral-7b": {"_source": _hf("mistralai/Mistral-7B-v0.3"), "model_type": "mistral",
+    "mistral-7b": {"_source": _hf("mistralai/Mistral-7B-v0.3",
+                                 f"{_MLC} (mistral_7b_v03)"),
+                   "model_type": "mistral",
                    "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
                    "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32768,
                    "hidden_act": "silu", "sliding_window": None, "tie_word_embeddings": False},
-    "mixtral-8x7b": {"_source": _hf("mistralai/Mixtral-8x7B-v0.1"), "model_type": "mixtral", "num_hidden_layers": 32,
+    "mixtral-8x7b": {"_source": _hf("mistralai/Mixtral-8x7B-v0.1",
+                                   f"{_MLC} (Mixtral-8x7B-v0.1)"),
+                     "model_type": "mixtral", "num_hidden_layers": 32,
                      "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
                      "intermediate_size": 14336, "vocab_size": 32000, "hidden_act": "silu",
                      "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": None,
                      "tie_word_embeddings": False},
-    "qwen2.5-7b": {"_source": _hf("Qwen/Qwen2.5-7B"), "model_type": "qwen2", "num_hidden_layers": 28,
+    "qwen2.5-7b": {"_source": _hf("Qwen/Qwen2.5-7B",
+                                 f"{_MAXTEXT}qwen2.5-7b.yml"),
+                   "model_type": "qwen2", "num_hidden_layers": 28,
                    "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
                    "intermediate_size": 18944, "vocab_size": 152064, "hidden_act": "silu",
                    "tie_word_embeddings": False},
-    "falcon-7b": {"_source": _hf("tiiuae/falcon-7b"), "model_type": "falcon", "n_layer": 32, "hidden_size": 4544,
-                  "n_head": 71, "multi_query": True, "vocab_size": 65024,
-                  "tie_word_embeddings": True},
+    "falcon-7b": {"_source": _hf("tiiuae/falcon-7b",
+                                _FALCON_7B_COPY),
+                  "model_type": "falcon",
+                  "num_hidden_layers": 32, "hidden_size": 4544, "num_attention_heads": 71,
+                  "multi_query": True, "new_decoder_architecture": False, "parallel_attn": True,
+                  "vocab_size": 65024},
     # Mixed layers, mixtures of experts and the other families of today.
-    "mistral-7b-v0.1": {"_source": _hf("mistralai/Mistral-7B-v0.1"), "model_type": "mistral", "hidden_act": "silu",
+    "mistral-7b-v0.1": {"_source": _hf("mistralai/Mistral-7B-v0.1",
+                                      _MISTRAL_V01_COPY),
+                        "model_type": "mistral", "hidden_act": "silu",
                         "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
                         "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000,
                         "sliding_window": 4096, "tie_word_embeddings": False},
-    "llama-3.2-1b": {"_source": _hf("meta-llama/Llama-3.2-1B"), "model_type": "llama", "hidden_act": "silu",
+    "llama-3.2-1b": {"_source": _hf("meta-llama/Llama-3.2-1B",
+                                   f"{_MLC} (llama3_2_1b) and {_LLAMA_SKUS} (Llama 3.2 1B)"),
+                     "model_type": "llama", "hidden_act": "silu",
                      "num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
                      "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 8192,
                      "vocab_size": 128256, "tie_word_embeddings": True},
-    "llama-3.1-405b": {"_source": _hf("meta-llama/Llama-3.1-405B"), "model_type": "llama", "hidden_act": "silu",
+    "llama-3.1-405b": {"_source": _hf("meta-llama/Llama-3.1-405B",
+                                     _LLAMA_405B_COPY),
+                       "model_type": "llama", "hidden_act": "silu",
                        "num_hidden_layers": 126, "hidden_size": 16384, "num_attention_heads": 128,
                        "num_key_value_heads": 8, "intermediate_size": 53248, "vocab_size": 128256,
                        "tie_word_embeddings": False},
-    "qwen3-8b": {"_source": _hf("Qwen/Qwen3-8B"), "model_type": "qwen3", "hidden_act": "silu", "num_hidden_layers": 36,
+    "qwen3-8b": {"_source": _hf("Qwen/Qwen3-8B",
+                               f"{_MAXTEXT}qwen3-8b.yml"),
+                 "model_type": "qwen3", "hidden_act": "silu", "num_hidden_layers": 36,
                  "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
                  "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936,
                  "use_sliding_window": False, "sliding_window": None, "tie_word_embeddings": False},
-    "qwen3-30b-a3b": {"_source": _hf("Qwen/Qwen3-30B-A3B"), "model_type": "qwen3_moe", "hidden_act": "silu",
+    "qwen3-30b-a3b": {"_source": _hf("Qwen/Qwen3-30B-A3B",
+                                    f"{_MAXTEXT}qwen3-30b-a3b.yml"),
+                      "model_type": "qwen3_moe", "hidden_act": "silu",
                       "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 32,
                       "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144,
                       "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
                       "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
                       "use_sliding_window": False, "sliding_window": None, "tie_word_embeddings": False},
-    "qwen3-235b-a22b": {"_source": _hf("Qwen/Qwen3-235B-A22B"), "model_type": "qwen3_moe", "hidden_act": "silu",
+    "qwen3-235b-a22b": {"_source": _hf("Qwen/Qwen3-235B-A22B",
+                                      f"{_MAXTEXT}qwen3-235b-a22b.yml"),
+                        "model_type": "qwen3_moe", "hidden_act": "silu",
                         "num_hidden_layers": 94, "hidden_size": 4096, "num_attention_heads": 64,
                         "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 12288,
                         "moe_intermediate_size": 1536, "num_experts": 128, "num_experts_per_tok": 8,
                         "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
                         "use_sliding_window": False, "sliding_window": None,
                         "tie_word_embeddings": False},
-    "qwen2-57b-a14b": {"_source": _hf("Qwen/Qwen2-57B-A14B"), "model_type": "qwen2_moe", "hidden_act": "silu",
+    "qwen2-57b-a14b": {"_source": _hf("Qwen/Qwen2-57B-A14B",
+                                     _QWEN2_57B_COPY),
+                       "model_type": "qwen2_moe", "hidden_act": "silu",
                        "num_hidden_layers": 28, "hidden_size": 3584, "num_attention_heads": 28,
                        "num_key_value_heads": 4, "intermediate_size": 18944,
                        "moe_intermediate_size": 2560, "shared_expert_intermediate_size": 20480,
                        "num_experts": 64, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
-                       "vocab_size": 151936, "use_sliding_window": False, "sliding_window": 65536,
+                       "vocab_size": 151936, "use_sliding_window": False, "sliding_window": 4096,
                        "tie_word_embeddings": False},
-    "qwen3-next-80b-a3b": {"_source": _hf("Qwen/Qwen3-Next-80B-A3B-Instruct"), "model_type": "qwen3_next", "hidden_act": "silu",
+    "qwen3-next-80b-a3b": {"_source": _hf("Qwen/Qwen3-Next-80B-A3B-Instruct",
+                                         _QWEN3_NEXT_COPY),
+                           "model_type": "qwen3_next", "hidden_act": "silu",
                            "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 16,
                            "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120,
                            "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
@@ -321,7 +392,9 @@ _CONFIGS = {
                            "linear_key_head_dim": 128, "linear_value_head_dim": 128,
                            "linear_conv_kernel_dim": 4, "vocab_size": 151936,
                            "tie_word_embeddings": False},
-    "deepseek-v2-lite": {"_source": _hf("deepseek-ai/DeepSeek-V2-Lite"), "model_type": "deepseek_v2", "hidden_act": "silu",
+    "deepseek-v2-lite": {"_source": _hf("deepseek-ai/DeepSeek-V2-Lite",
+                                       f"{_DEEPSEEK}config_16B.json and {_MLC} (deepseek_v2_lite)"),
+                         "model_type": "deepseek_v2", "hidden_act": "silu",
                          "num_hidden_layers": 27, "hidden_size": 2048, "num_attention_heads": 16,
                          "num_key_value_heads": 16, "intermediate_size": 10944,
                          "moe_intermediate_size": 1408, "n_routed_experts": 64, "n_shared_experts": 2,
@@ -329,7 +402,9 @@ _CONFIGS = {
                          "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128,
                          "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 102400,
                          "tie_word_embeddings": False},
-    "deepseek-v3": {"_source": _hf("deepseek-ai/DeepSeek-V3"), "model_type": "deepseek_v3", "hidden_act": "silu",
+    "deepseek-v3": {"_source": _hf("deepseek-ai/DeepSeek-V3",
+                                  f"{_DEEPSEEK}config_671B.json and {_MAXTEXT}deepseek3-671b.yml"),
+                    "model_type": "deepseek_v3", "hidden_act": "silu",
                     "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
                     "num_key_value_heads": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
                     "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
@@ -337,37 +412,51 @@ _CONFIGS = {
                     "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
                     "v_head_dim": 128, "num_nextn_predict_layers": 1, "vocab_size": 129280,
                     "tie_word_embeddings": False},
-    "gemma-2-9b": {"_source": _hf("google/gemma-2-9b"), "model_type": "gemma2", "num_hidden_layers": 42,
+    "gemma-2-9b": {"_source": _hf("google/gemma-2-9b",
+                                 f"{_MLC} (gemma2_9b) and {_MAXTEXT}gemma2-9b.yml"),
+                   "model_type": "gemma2", "num_hidden_layers": 42,
                    "hidden_size": 3584, "num_attention_heads": 16, "num_key_value_heads": 8,
                    "head_dim": 256, "intermediate_size": 14336, "vocab_size": 256000,
                    "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
                    "sliding_window": 4096},
     # Multimodal: the language model's fields sit under text_config, and the published file
     # leaves out the vocabulary and the 5-local:1-global pattern (Gemma3TextConfig defaults).
-    "gemma-3-27b": {"_source": _hf("google/gemma-3-27b-it"), "model_type": "gemma3",
+    "gemma-3-27b": {"_source": _hf("google/gemma-3-27b-it",
+                                  _GEMMA3_COPY),
+                    "model_type": "gemma3",
                     "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 62,
                                     "hidden_size": 5376, "num_attention_heads": 32,
                                     "num_key_value_heads": 16, "head_dim": 128, "intermediate_size": 21504,
                                     "sliding_window": 1024}},
-    "phi-3-mini": {"_source": _hf("microsoft/Phi-3-mini-4k-instruct"), "model_type": "phi3", "hidden_act": "silu",
+    "phi-3-mini": {"_source": _hf("microsoft/Phi-3-mini-4k-instruct",
+                                 _PHI3_COPY),
+                   "model_type": "phi3", "hidden_act": "silu",
                    "num_hidden_layers": 32, "hidden_size": 3072, "num_attention_heads": 32,
                    "num_key_value_heads": 32, "intermediate_size": 8192, "vocab_size": 32064,
                    "sliding_window": 2047, "tie_word_embeddings": False},
-    "phi-4": {"_source": _hf("microsoft/phi-4"), "model_type": "phi3", "hidden_act": "silu", "num_hidden_layers": 40,
+    "phi-4": {"_source": _hf("microsoft/phi-4",
+                            _PHI4_COPY),
+              "model_type": "phi3", "hidden_act": "silu", "num_hidden_layers": 40,
               "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 10,
               "intermediate_size": 17920, "vocab_size": 100352, "sliding_window": None,
               "tie_word_embeddings": False},
-    "glm-4-9b": {"_source": _hf("THUDM/glm-4-9b"), "model_type": "chatglm", "num_layers": 40,
+    "glm-4-9b": {"_source": _hf("THUDM/glm-4-9b",
+                               _GLM4_COPY),
+                 "model_type": "chatglm", "num_layers": 40,
                  "hidden_size": 4096, "num_attention_heads": 32, "multi_query_attention": True,
                  "multi_query_group_num": 2, "kv_channels": 128, "ffn_hidden_size": 13696,
                  "padded_vocab_size": 151552, "tie_word_embeddings": False},
-    "gpt-oss-20b": {"_source": _hf("openai/gpt-oss-20b"), "model_type": "gpt_oss", "hidden_act": "silu", "num_hidden_layers": 24,
+    "gpt-oss-20b": {"_source": _hf("openai/gpt-oss-20b",
+                                  f"{_MAXTEXT}gpt-oss-20b.yml and {_GPT_OSS}"),
+                    "model_type": "gpt_oss", "hidden_act": "silu", "num_hidden_layers": 24,
                     "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
                     "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32,
                     "num_experts_per_tok": 4, "vocab_size": 201088, "sliding_window": 128,
                     "layer_types": ["sliding_attention", "full_attention"] * 12,
                     "tie_word_embeddings": False},
-    "gpt-oss-120b": {"_source": _hf("openai/gpt-oss-120b"), "model_type": "gpt_oss", "hidden_act": "silu",
+    "gpt-oss-120b": {"_source": _hf("openai/gpt-oss-120b",
+                                   f"{_GPT_OSS} (its defaults are the 120b) and {_MAXTEXT}gpt-oss-120b.yml"),
+                     "model_type": "gpt_oss", "hidden_act": "silu",
                      "num_hidden_layers": 36, "hidden_size": 2880, "num_attention_heads": 64,
                      "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880,
                      "num_local_experts": 128, "num_experts_per_tok": 4, "vocab_size": 201088,

@@ -8,8 +8,12 @@ from servelib.hardware import GPUSpec, get_gpu, list_gpus, ridge_point
 from servelib.models import ModelSpec, get_model, list_models
 from servelib.units import GiB, KiB, fmt_bytes
 
-# Published parameter counts (model cards), to 0.5%.
-PUBLISHED_PARAMS = {"llama-2-70b": 68.98e9, "llama-3-70b": 70.55e9, "llama-3-8b": 8.03e9,
+# Published parameter counts, to 0.5%. Model cards give most of these only as the nominal
+# size in the name, so the counts are the "Model size" that Hugging Face model pages compute
+# from the published safetensors (llama-3-70b: 70.6B on the pages of Llama 3.x 70B copies;
+# falcon-7b: 6.92B on a safetensors conversion), except Mixtral's (Mistral AI's Mixtral
+# announcement: 46.7B) and Qwen2.5-7B's (its model card: 7.61B).
+PUBLISHED_PARAMS = {"llama-2-70b": 68.98e9, "llama-3-70b": 70.6e9, "llama-3-8b": 8.03e9,
                     "llama-2-7b": 6.74e9, "mistral-7b": 7.24e9, "mixtral-8x7b": 46.7e9,
                     "qwen2.5-7b": 7.61e9, "falcon-7b": 6.92e9}
 
