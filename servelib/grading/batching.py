@@ -19,9 +19,10 @@ def _decode_bytes_gb(model="llama-3-70b", batch=32, context_len=4096):
     return decode_bytes_per_step(weight_bytes(m), kv_bytes_per_sequence(m, context_len), batch) / 1e9
 
 
+# One model only: the ceiling of this count is so sensitive that 7.24 or 7.62 billion
+# parameters, as printed, lands one batch away from the exact counts of Mistral-7B or Qwen2.5-7B.
 @exercise("bt-2", rtol=0, unit="sequences",
-          vary={"model": ("llama-3-8b", "mistral-7b", "qwen2.5-7b"),
-                "gpu": ("h100-sxm", "a100-80gb", "a100-40gb", "h200", "l40s", "mi300x"),
+          vary={"gpu": ("h100-sxm", "a100-80gb", "a100-40gb", "h200", "l40s", "mi300x"),
                 "context_len": (32, 64, 128, 192)},
           text="**bt-2.** At what batch size does decode of {model} ({model.billions} billion parameters, "
                "{model.kv_kib_per_token} KiB of KV per token) at a {context_len:,}-token context turn "
@@ -31,7 +32,7 @@ def _critical_batch(model="llama-3-8b", gpu="h100-sxm", context_len=128):
     return critical_batch(get_model(model), ridge_point(gpu), context_len)
 
 
-@exercise("bt-3", rtol=1e-3, unit="FLOP/byte",
+@exercise("bt-3", rtol=2e-3, unit="FLOP/byte",
           vary={"model": _DENSE, "context_len": (4096, 8192, 16_384, 32_768, 65_536, 131_072)},
           text="**bt-3.** What is the highest arithmetic intensity {model} ({model.billions} billion "
                "parameters, {model.kv_kib_per_token} KiB of KV per token) decode can reach, at any batch, with "

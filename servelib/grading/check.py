@@ -190,8 +190,10 @@ def compare(ex: Exercise, ref, answer) -> tuple[bool, str]:
         return True, ""
     msg = (f"not yet: {_fmt(value, ex.unit)} is not the answer (it must be exact)." if ex.rtol == 0
            else f"not yet: {_fmt(value, ex.unit)} is not {ex.tolerance} of the answer.")
-    hint = hint_for(value / ref, ex.hints) if ref else ""
-    if not hint and ref.is_integer() and abs(value - ref) == 1:
+    off_by_one = ref.is_integer() and abs(value - ref) == 1
+    # For a count, off by one comes first: 11 for 10 sequences is no TB-for-TiB slip.
+    hint = "" if off_by_one and ex.rtol == 0 else hint_for(value / ref, ex.hints) if ref else ""
+    if not hint and off_by_one:
         hint = ("Hint: off by one: a count must be rounded down (a sequence or a batch that "
                 "does not fit whole does not fit), or a minimum rounded up?")
     return False, f"{msg} {hint}".rstrip()

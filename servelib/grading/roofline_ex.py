@@ -44,7 +44,7 @@ def _batch1_utilization(gpu="l4", context_len=4096):
     return compute_utilization(decode_intensity(get_model("llama-3-8b"), 1, context_len), ridge_point(gpu, "bf16"))
 
 
-@exercise("rl-5", rtol=1e-6, unit="TFLOP/s",
+@exercise("rl-5", rtol=1e-3, unit="TFLOP/s",
           vary={"gpu": _AN_BF16, "intensity": (5, 10, 20, 50, 100, 150, 200, 300, 400, 600)},
           text="**rl-5.** On an {gpu} ({gpu.bf16_tflops} TFLOP/s bf16, {gpu.tb_per_s} TB/s), what FLOP/s can a "
                "kernel of intensity {intensity} FLOP/byte attain at most? Answer in TFLOP/s.")
