@@ -253,3 +253,27 @@ def test_an_empty_class_folder_is_a_usage_error_and_writes_no_csv(tmp_path, refe
         main(["grade", str(tmp_path / "class"), "-o", str(out), "--reference", str(reference)])
     assert exc.value.code == 2 and "no submissions found" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _documented_commands():
+    """Every ``python -m servelib.grading ...`` command in the README and the instructor page."""
+    import re
+    import shlex
+    for doc in (ROOT / "README.md", ROOT / "book" / "instructor.md"):
+        for block in re.findall(r"```bash\n(.*?)```", doc.read_text(), flags=re.S):
+            text = block.replace("\\\n", " ")
+            for line in text.splitlines():
+                if "python -m servelib.grading " not in line:
+                    continue
+                rest = line.split("python -m servelib.grading ", 1)[1].replace("$SLURM_ARRAY_TASK_ID", "1")
+                if rest.count("'") % 2:
+                    rest = rest.replace("'", "")
+                yield doc.name, shlex.split(rest, comments=True)
+
+
+def test_documented_commands_parse():
+    from servelib.grading.__main__ import _parser
+    commands = list(_documented_commands())
+    assert {args[0] for _, args in commands} == {"student", "grade", "report"}
+    for doc, args in commands:
+        _parser().parse_args(args)  # exits (status 2) on an option the command does not take

@@ -369,3 +369,19 @@ def test_shard_csvs_make_the_same_report_as_the_whole_class(tmp_path, reference)
     lines = [shards[0].read_text().splitlines()[0]] + [l for p in shards for l in p.read_text().splitlines()[1:]]
     concatenated.write_text("\n".join(lines) + "\n")
     assert sorted(read_long_csvs([concatenated]), key=str) == sorted(read_long_csvs([whole]), key=str)
+
+
+def test_a_submission_that_rewrites_another_cannot_change_its_grade(tmp_path, reference):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    victim = subs / "b.ipynb"
+    victim.write_text(notebook(SETUP, SOLVE_KV1))
+    (subs / "a.ipynb").write_text(notebook(   # graded first (-j 1, sorted order)
+        SETUP, f"open({str(victim)!r}, 'w').write('{{}}')", SOLVE_KV1))
+    assert main(["grade", str(subs), "-o", str(tmp_path / "g.csv"), "--reference", str(reference)]) == 0
+    table = {}
+    for r in read_long_csvs([tmp_path / "g.csv"]):
+        table.setdefault(r["submission"], {})[r["exercise"]] = r
+    assert victim.read_text() == "{}"                                   # it was rewritten on disk,
+    assert table["b.ipynb"]["kv-1"]["status"] == "passed"              # yet graded as handed in,
+    assert "changed-during-grading" in flags(table, "b.ipynb")         # and the change is flagged

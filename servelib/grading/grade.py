@@ -383,25 +383,27 @@ def _grade(root, plan: _Plan, timeout_s, limits, t0) -> Result:
         else:
             work.mkdir()
             notebook = work / rel
-            shutil.copyfile(root / rel, notebook)
+        notebook.write_text(plan.raw, encoding="utf-8")  # the notebook as read before any kernel ran
         outcome = _run_worker(notebook, tmp, timeout_s, limits)
         records = _read_records(tmp / "results.jsonl")
     result = Result(rel, chapter, {}, 0.0, outcome["note"], student=plan.student,
                     inputs=plan.inputs, references=plan.references, flags=flags)
     present = set(_CHECK_ID.findall(plan.raw))
     for ex in exercises:
-        result.status[ex], result.messages[ex] = _status(ex, records.get(ex), plan, present, outcome, result)
+        record = records.get(ex)
+        if record is not None:
+            result.answers[ex] = decode_answer(record.get("answer"))
+        result.status[ex], result.messages[ex] = _status(ex, result.answers.get(ex, None), record is not None,
+                                                         plan, present, outcome)
     result.flags += _answer_flags(plan, records, result)
     result.references = {ex: r for ex, r in plan.references.items() if not isinstance(r, Exception)}
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def _status(ex, record, plan, present, outcome, result) -> tuple[str, str]:
+def _status(ex, answer, answered: bool, plan, present, outcome) -> tuple[str, str]:
     """(status, message) of exercise ``ex`` from its last recorded answer (or its absence)."""
-    if record is not None:
-        answer = decode_answer(record.get("answer"))
-        result.answers[ex] = answer
+    if answered:
         if answer is ...:
             return NOT_ATTEMPTED, "not attempted"
         ref = plan.references[ex]
