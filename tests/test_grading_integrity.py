@@ -5,7 +5,6 @@ Kernels are started only by the three class-sized runs below (a few notebooks ea
 """
 import csv
 import json
-import os
 import pathlib
 import shutil
 import signal
@@ -23,8 +22,7 @@ from servelib.grading.__main__ import main
 from servelib.grading.grade import kill_tree
 from servelib.grading.integrity import FLAGS, source_flags
 from servelib.grading.report import GRADEBOOK_IDENTITY, read_long_csvs
-from servelib.grading.roster import Course, Student
-from servelib.grading.student import write_student_versions
+from servelib.grading.roster import Course
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KV_NOTEBOOK = ROOT / "notebooks" / "03_kv_cache.ipynb"

@@ -209,7 +209,7 @@ def match_chapter(raw_text: str, filename: str, chapters: list[Chapter]) -> Chap
     return chapters[0] if len(chapters) == 1 else None
 
 
-def _shown(value) -> str:
+def _csv_text(value) -> str:
     """An answer or a reference as the CSV shows it ('' for none)."""
     if value is ... or value is None:
         return ""
@@ -248,8 +248,8 @@ class Result:
         for ex, st in self.status.items():
             inputs = json.dumps(self.inputs.get(ex) or {}, sort_keys=True) if self.inputs.get(ex) else ""
             rows.append((self.submission, ex, REGISTRY[ex].points if st == PASSED else 0, REGISTRY[ex].points,
-                         st, self.student, chapter, _shown(self.answers.get(ex)),
-                         _shown(self.references.get(ex)), self.messages.get(ex, ""), inputs, flags))
+                         st, self.student, chapter, _csv_text(self.answers.get(ex)),
+                         _csv_text(self.references.get(ex)), self.messages.get(ex, ""), inputs, flags))
         return rows
 
 

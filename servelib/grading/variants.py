@@ -4,16 +4,17 @@ An exercise's reference takes its inputs as keyword arguments whose defaults are
 book's values; its registration declares which inputs may vary and the statement::
 
     @exercise("kv-2", rtol=1e-3, unit="GiB",
-              vary={"context_len": (8192, 16_384, 32_768, 65_536)},
-              text="**kv-2.** For the same model, how many GiB of fp16 KV cache does one "
+              vary={"model": ("llama-3-8b", "mistral-7b"), "context_len": (8192, 16_384, 32_768)},
+              text="**kv-2.** For {model} ({model.n_layers} layers, {model.n_kv_heads} KV heads, "
+                   "`head_dim` {model.head_dim}), how many GiB of fp16 KV cache does one "
                    "{context_len:,}-token sequence take?")
     def _kv_sequence_gib(model="llama-3-8b", context_len=32_768): ...
 
 ``text`` is a :meth:`str.format` template over the inputs, or a function of them returning
-the statement (where it shows a figure derived from an input, say ``output_len - 1``). An input named ``model`` (or
-ending in ``_model``) appears as a :class:`ModelFacts` (``{model}`` is its name as the book
-prints it, ``{model.n_layers}``, ``{model.billions}`` ...), one named ``gpu`` (or ending in
-``_gpu``) as a :class:`GPUFacts`. Rendered with the defaults, the template is the
+the statement (where it shows a figure derived from an input, say ``output_len - 1``). An
+input named ``model`` (or ending in ``_model``) appears as a :class:`ModelFacts` (``{model}``
+is its name as the book prints it, ``{model.n_layers}``, ``{model.billions}`` ...), one named
+``gpu`` (or ending in ``_gpu``) as a :class:`GPUFacts`. Rendered with the defaults, the template is the
 chapter's statement word for word (a test holds the two together), so the book and the
 self-study notebooks show the default variant, and a student's notebook shows theirs.
 
