@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from traitlets.config import Config
 
 from .check import ERROR, NOT_ATTEMPTED, PASSED, RESULTS_ENV, WRONG, Unusable, compare, decode_answer
 from .integrity import source_flags
@@ -561,8 +562,9 @@ def _execute_main(job_json: str) -> None:
     except (OSError, AttributeError):
         pass
     try:
-        outcome = _execute(pathlib.Path(job["notebook"]), float(job["timeout_s"]))
-        pathlib.Path(job["outcome"]).write_text(json.dumps(outcome))
+        notebook, outcome_path = pathlib.Path(job["notebook"]), pathlib.Path(job["outcome"])
+        outcome = _execute(notebook, float(job["timeout_s"]), sockets=outcome_path.parent / "kernel")
+        outcome_path.write_text(json.dumps(outcome))
     finally:
         for p in _descendants(os.getpid()):
             try:
@@ -585,32 +587,50 @@ class _GradingClient(NotebookClient):
         return out
 
 
-def _execute(notebook: pathlib.Path, timeout_s: float) -> dict:
+def _execute(notebook: pathlib.Path, timeout_s: float, sockets: pathlib.Path | None = None) -> dict:
     """Execute ``notebook`` in a fresh python3 kernel in its folder, all cells within ``timeout_s``.
 
+    The kernel talks to this process over Unix sockets named ``sockets-1`` ... (default: in
+    the notebook's folder), not TCP ports, which kernels started side by side can race for;
+    a kernel that dies before it answers at all is started once more.
     Returns ``{"raised": [exercise ids whose cell raised], "timed_out": bool,
     "crashed": bool (the kernel died or the notebook could not be run), "note": str}``.
     """
-    nb = nbformat.read(notebook, as_version=4)
-    deadline = None
+    # A relative path keeps the socket names short (the system limits them to about 100 bytes).
+    ip = os.path.relpath(sockets or notebook.parent / "kernel", notebook.parent)
+    config = Config({"KernelManager": {"transport": "ipc", "ip": ip}})
+    for attempt in (1, 2):
+        nb = nbformat.read(notebook, as_version=4)
+        deadline = None
 
-    def remaining(cell):  # one deadline for the whole notebook, counted from its first cell
-        nonlocal deadline
-        if deadline is None:
-            deadline = time.monotonic() + timeout_s
-        return max(0.1, deadline - time.monotonic())
+        def remaining(cell):  # one deadline for the whole notebook, counted from its first cell
+            nonlocal deadline
+            if deadline is None:
+                deadline = time.monotonic() + timeout_s
+            return max(0.1, deadline - time.monotonic())
 
-    client = _GradingClient(nb, kernel_name="python3", timeout_func=remaining, allow_errors=True,
-                            shutdown_kernel="immediate", record_timing=False, store_widget_state=False,
-                            resources={"metadata": {"path": str(notebook.parent)}})
+        client = _GradingClient(nb, kernel_name="python3", timeout_func=remaining, allow_errors=True,
+                                shutdown_kernel="immediate", record_timing=False, store_widget_state=False,
+                                config=config, resources={"metadata": {"path": str(notebook.parent)}})
+        try:
+            client.execute()
+        except RuntimeError as err:
+            if attempt == 1 and "before replying to kernel_info" in str(err):
+                continue
+            return _outcome(nb, timeout_s, err)
+        except Exception as err:
+            return _outcome(nb, timeout_s, err)
+        return _outcome(nb, timeout_s, None)
+
+
+def _outcome(nb, timeout_s: float, err: Exception | None) -> dict:
+    """What :func:`_execute` returns for the executed ``nb`` and the error that stopped it."""
     timed_out, crashed, note = False, False, ""
-    try:
-        client.execute()
-    except CellTimeoutError:
+    if isinstance(err, CellTimeoutError):
         timed_out, note = True, f"stopped at the {timeout_s:g} s time limit"
-    except DeadKernelError:
+    elif isinstance(err, DeadKernelError):
         crashed, note = True, "the kernel died (did it reach the memory or CPU-time limit?)"
-    except Exception as err:  # a notebook nbclient cannot run; report it, never stop the grader
+    elif err is not None:  # a notebook nbclient cannot run; report it, never stop the grader
         first_line = (str(err).splitlines() or [""])[0][:120]
         crashed, note = True, f"could not execute: {type(err).__name__}: {first_line}"
     raised, errors = [], []
