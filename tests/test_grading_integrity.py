@@ -277,7 +277,7 @@ def test_limits_memory_cpu_output_environment_and_leftover_processes(tmp_path, r
                                                   'check("kv-2", 4.0)'))
     monkeypatch.setenv("GRADER_TOKEN", "secret-of-the-instructor")
     t0 = time.perf_counter()
-    table = run_grade(subs, reference, tmp_path / "grades.csv", "--timeout", "30", "--max-memory-gib", "1",
+    table = run_grade(subs, reference, tmp_path / "grades.csv", "--timeout", "20", "--max-memory-gib", "1",
                       "--max-cpu-s", "4", "--max-output-mib", "1")
     assert time.perf_counter() - t0 < 200
     status = {sub: {ex: r["status"] for ex, r in rows.items()} for sub, rows in table.items()}
