@@ -277,3 +277,26 @@ def test_documented_commands_parse():
     assert {args[0] for _, args in commands} == {"student", "grade", "report"}
     for doc, args in commands:
         _parser().parse_args(args)  # exits (status 2) on an option the command does not take
+
+
+def test_report_refuses_a_csv_that_is_not_the_graders(tmp_path, capsys):
+    bad = tmp_path / "grades.csv"
+    bad.write_text("submission,exercise,points,max_points,status\nx,kv-1,1,1,passed\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(bad), "-o", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "not a CSV of the grader" in capsys.readouterr().err
+
+
+def test_same_answers_needs_two_exercises_or_one_unusual_number():
+    from servelib.grading.integrity import same_answers
+
+    def row(sub, ex, answer, ref):
+        return {"submission": sub, "chapter": "c", "exercise": ex, "answer": answer, "reference": ref}
+    small = [row("a", "x-1", "4", "4"), row("b", "x-1", "4", "8")]            # one small count: chance
+    assert same_answers(small) == {}
+    unusual = [row("a", "x-2", "12.375", "12.375"), row("b", "x-2", "12.375", "13.5")]
+    assert same_answers(unusual) == {"a": [("same-answers", "with b: x-2")], "b": [("same-answers", "with a: x-2")]}
+    same_variant = [row("a", "x-2", "12.375", "12.375"), row("b", "x-2", "12.375", "12.375")]
+    assert same_answers(same_variant) == {}                                     # same variant: no sign of copying
+    two = small + [row("a", "x-3", "2", "2"), row("b", "x-3", "2", "1")]
+    assert set(same_answers(two)) == {"a", "b"}
