@@ -311,8 +311,9 @@ answer = predict_ttft_s(llama8, "h100-sxm", 4096) / predict_tpot_s(llama8, "h100
 check("pd-4", answer)
 
 # %% [markdown]
-# **pd-5.** For Llama-3-8B (32 layers, 32 attention heads of size 128), what fraction of
-# the $2PN$ FLOPs does causal attention add for an 8,192-token prompt? Answer as a fraction.
+# **pd-5.** For Llama-3-8B (8.03 billion parameters, 32 layers, 32 attention heads of size
+# 128), what fraction of the $2PN$ FLOPs does causal attention add for an 8,192-token
+# prompt? Answer as a fraction.
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION

@@ -309,8 +309,9 @@ answer = decode_intensity(get_model("llama-3-8b"), 1, 4096)
 check("rl-3", answer)
 
 # %% [markdown]
-# **rl-4.** What fraction of an L4's bf16 arithmetic (121 TFLOP/s, 300 GB/s) can that step
-# use? Answer as a fraction.
+# **rl-4.** What fraction of an L4's bf16 arithmetic (121 TFLOP/s, 300 GB/s) can a batch-1
+# decode step of Llama-3-8B (8.03 billion parameters, 128 KiB of KV per token) at a
+# 4,096-token context use? Answer as a fraction.
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION

@@ -557,8 +557,8 @@ answer = kv_bytes_per_token(get_model("llama-3-8b"))
 check("kv-1", answer)
 
 # %% [markdown]
-# **kv-2.** For the same model, how many GiB of fp16 KV cache does one 32,768-token
-# sequence take?
+# **kv-2.** For Llama-3-8B (32 layers, 8 KV heads, `head_dim` 128), how many GiB of fp16 KV
+# cache does one 32,768-token sequence take?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
@@ -603,7 +603,7 @@ check("kv-5", answer)
 
 # %% [markdown]
 # **kv-6.** On the 8 x 80 GiB node with 70e9 fp16 parameters and 8k contexts, how many
-# *more* sequences does the syllabus's convention (10% of what is left after weights)
+# *more* sequences does the book's convention (10% of what is left after weights)
 # admit than vLLM's (`gpu_memory_utilization=0.9` of the total, no activation memory)?
 
 # %% tags=["hide-input"]

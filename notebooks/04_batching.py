@@ -420,8 +420,9 @@ answer = critical_batch(llama8, ridge_point("h100-sxm"), 128)
 check("bt-2", answer)
 
 # %% [markdown]
-# **bt-3.** What is the highest arithmetic intensity Llama-3-8B decode can reach, at any
-# batch, with 32,768-token contexts? (FLOP/byte)
+# **bt-3.** What is the highest arithmetic intensity Llama-3-8B (8.03 billion parameters,
+# 128 KiB of KV per token) decode can reach, at any batch, with 32,768-token contexts?
+# (FLOP/byte)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION

@@ -1,11 +1,11 @@
-"""check(): right answers pass, slips get hints, bad input gets a message, results recorded."""
+"""check(): right answers pass, slips get hints, bad input gets a message, answers (not verdicts) recorded."""
 import json
 
 import numpy as np
 import pytest
 
 from servelib.grading import REGISTRY, Exercise, check, exercise
-from servelib.grading.check import RESULTS_ENV, hint_for
+from servelib.grading.check import RESULTS_ENV, Unusable, compare, decode_answer, encode_answer, hint_for
 
 
 def test_every_reference_computes():
@@ -37,18 +37,45 @@ def test_unknown_id_and_wrong_type_do_not_raise(capsys):
     assert "not attempted" in capsys.readouterr().out
 
 
-def test_results_are_recorded_for_the_grader(tmp_path, monkeypatch):
+def test_answers_not_verdicts_are_recorded_for_the_grader(tmp_path, monkeypatch):
     log = tmp_path / "results.jsonl"
     monkeypatch.setenv(RESULTS_ENV, str(log))
     check("kv-1", 131072)
     check("kv-3", 31)
+    check("kv-2", ..., context_len=16_384)
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    assert rows == [{"exercise": "kv-1", "status": "passed"}, {"exercise": "kv-3", "status": "wrong"}]
+    assert rows == [{"exercise": "kv-1", "answer": {"kind": "number", "value": "131072.0"}, "inputs": {}},
+                    {"exercise": "kv-3", "answer": {"kind": "number", "value": "31.0"}, "inputs": {}},
+                    {"exercise": "kv-2", "answer": {"kind": "none"}, "inputs": {"context_len": 16384}}]
+    assert not any("status" in r for r in rows)
+
+
+@pytest.mark.parametrize("answer", [131072, 4.5, np.float32(2.5), True, np.bool_(False), "Decode", ..., None,
+                                    float("nan"), float("-inf")])
+def test_answers_survive_the_trip_to_the_grader(answer):
+    back = decode_answer(json.loads(json.dumps(encode_answer(answer))))
+    if answer is None or answer is ...:
+        assert back is ...
+    elif isinstance(answer, float) and answer != answer:
+        assert back != back
+    else:
+        assert back == answer and type(back) is (bool if isinstance(answer, (bool, np.bool_)) else
+                                                 str if isinstance(answer, str) else float)
+
+
+@pytest.mark.parametrize("forged", [{"kind": "number", "value": 131072}, {"kind": "bool", "value": "yes"},
+                                    {"kind": "??"}, "passed", None, {"kind": "number", "value": "1" * 100},
+                                    {"kind": "other", "type": 3, "repr": []}])
+def test_forged_answer_records_decode_to_something_wrong(forged):
+    back = decode_answer(forged)
+    assert isinstance(back, Unusable)
+    ok, message = compare(REGISTRY["kv-1"], 131072, back)
+    assert not ok and "expected a number" in message
 
 
 def test_every_exercise_states_its_tolerance():
     assert REGISTRY["kv-3"].tolerance == "exact"
-    assert REGISTRY["kv-2"].tolerance == "within 0.0001%"
+    assert REGISTRY["kv-2"].tolerance == "within 0.1%"
 
 
 @pytest.mark.parametrize("ratio, words", [
@@ -91,11 +118,15 @@ def test_odd_answers_never_raise_and_are_wrong(answer, capsys, tmp_path, monkeyp
     log = tmp_path / "results.jsonl"
     monkeypatch.setenv(RESULTS_ENV, str(log))
     assert not check("kv-1", answer)
-    assert "expected" in capsys.readouterr().out
-    assert json.loads(log.read_text()) == {"exercise": "kv-1", "status": "wrong"}
+    printed = capsys.readouterr().out
+    assert "expected" in printed
+    # The grader, from what was recorded, says the same.
+    recorded = decode_answer(json.loads(log.read_text())["answer"])
+    ok, message = compare(REGISTRY["kv-1"], REGISTRY["kv-1"].reference(), recorded)
+    assert not ok and "expected" in message and message.split(",")[0] in printed
 
 
-def test_a_failing_reference_is_recorded_as_error(capsys, tmp_path, monkeypatch):
+def test_a_failing_reference_says_so_and_the_answer_is_still_recorded(capsys, tmp_path, monkeypatch):
     def broken():
         raise ZeroDivisionError("defect")
     monkeypatch.setitem(REGISTRY, "zz-1", Exercise("zz-1", broken))
@@ -103,7 +134,15 @@ def test_a_failing_reference_is_recorded_as_error(capsys, tmp_path, monkeypatch)
     monkeypatch.setenv(RESULTS_ENV, str(log))
     assert not check("zz-1", 1)
     assert "could not be computed" in capsys.readouterr().out
-    assert json.loads(log.read_text()) == {"exercise": "zz-1", "status": "error"}
+    assert json.loads(log.read_text())["answer"] == {"kind": "number", "value": "1.0"}
+
+
+def test_variant_inputs_are_checked(capsys):
+    assert check("kv-2", 2.0, context_len=16_384) and not check("kv-2", 4.0, context_len=16_384)
+    assert not check("kv-2", 2.0, context_len=12_345)
+    assert "not one of its variants" in capsys.readouterr().out
+    assert not check("kv-2", 2.0, tokens=16_384)
+    assert "no varying input 'tokens'" in capsys.readouterr().out
 
 
 def test_bool_and_string_references(monkeypatch):

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from servelib.grading.__main__ import main
-from servelib.grading.grade import Chapter, find_submissions, match_chapter, shard
+from servelib.grading.grade import CSV_HEADER, Chapter, find_submissions, match_chapter, shard
 from servelib.grading.student import BEGIN, END, strip_solutions, student_notebook, write_student_versions
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -53,8 +53,9 @@ def grade(subs, reference, tmp_path, *extra, capsys=None):
     table = {}
     with open(out, newline="") as fh:
         rows = list(csv.reader(fh))
-    assert rows[0] == ["submission", "exercise", "points", "max_points", "status"]
-    for sub, ex, pts, mx, status in rows[1:]:
+    assert rows[0] == list(CSV_HEADER)
+    assert rows[0][:5] == ["submission", "exercise", "points", "max_points", "status"]  # as before
+    for sub, ex, pts, mx, status, *_ in rows[1:]:
         assert (sub, ex) not in table.get(sub, {}), "one row per submission and exercise"
         table.setdefault(sub, {})[ex] = (int(pts), int(mx), status)
     return table
@@ -253,3 +254,50 @@ def test_an_empty_class_folder_is_a_usage_error_and_writes_no_csv(tmp_path, refe
         main(["grade", str(tmp_path / "class"), "-o", str(out), "--reference", str(reference)])
     assert exc.value.code == 2 and "no submissions found" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _documented_commands():
+    """Every ``python -m servelib.grading ...`` command in the README and the instructor page."""
+    import re
+    import shlex
+    for doc in (ROOT / "README.md", ROOT / "book" / "instructor.md"):
+        for block in re.findall(r"```bash\n(.*?)```", doc.read_text(), flags=re.S):
+            text = block.replace("\\\n", " ")
+            for line in text.splitlines():
+                if "python -m servelib.grading " not in line:
+                    continue
+                rest = line.split("python -m servelib.grading ", 1)[1].replace("$SLURM_ARRAY_TASK_ID", "1")
+                if rest.count("'") % 2:
+                    rest = rest.replace("'", "")
+                yield doc.name, shlex.split(rest, comments=True)
+
+
+def test_documented_commands_parse():
+    from servelib.grading.__main__ import _parser
+    commands = list(_documented_commands())
+    assert {args[0] for _, args in commands} == {"student", "grade", "report"}
+    for doc, args in commands:
+        _parser().parse_args(args)  # exits (status 2) on an option the command does not take
+
+
+def test_report_refuses_a_csv_that_is_not_the_graders(tmp_path, capsys):
+    bad = tmp_path / "grades.csv"
+    bad.write_text("submission,exercise,points,max_points,status\nx,kv-1,1,1,passed\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(bad), "-o", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "not a CSV of the grader" in capsys.readouterr().err
+
+
+def test_same_answers_needs_two_exercises_or_one_unusual_number():
+    from servelib.grading.integrity import same_answers
+
+    def row(sub, ex, answer, ref):
+        return {"submission": sub, "chapter": "c", "exercise": ex, "answer": answer, "reference": ref}
+    small = [row("a", "x-1", "4", "4"), row("b", "x-1", "4", "8")]            # one small count: chance
+    assert same_answers(small) == {}
+    unusual = [row("a", "x-2", "12.375", "12.375"), row("b", "x-2", "12.375", "13.5")]
+    assert same_answers(unusual) == {"a": [("same-answers", "with b: x-2")], "b": [("same-answers", "with a: x-2")]}
+    same_variant = [row("a", "x-2", "12.375", "12.375"), row("b", "x-2", "12.375", "12.375")]
+    assert same_answers(same_variant) == {}                                     # same variant: no sign of copying
+    two = small + [row("a", "x-3", "2", "2"), row("b", "x-3", "2", "1")]
+    assert set(same_answers(two)) == {"a", "b"}

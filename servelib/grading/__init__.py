@@ -1,7 +1,10 @@
 """Exercises that learners check and instructors grade.
 
-``check(exercise_id, answer)`` gives feedback and records the result; the references live
-in one module per chapter, all imported here so that every id is known.
+``check(exercise_id, answer)`` gives feedback (and, under the autograder, records the answer);
+the references live in one module per chapter, all imported here so that every id is known.
+Each exercise declares its per-student variants (:mod:`.variants`); the instructor tools are
+``python -m servelib.grading student|grade|report`` (:mod:`.student`, :mod:`.grade`,
+:mod:`.report`, with :mod:`.roster` and :mod:`.integrity`).
 """
 from . import kv  # noqa: F401  (registers the KV-cache chapter's exercises)
 from . import economics  # noqa: F401  (registers the economics chapter's exercises)

@@ -6,6 +6,11 @@ The student version keeps the check line and puts ``answer = ...  # your answer 
 where the solution was. Nothing of the solution survives: outputs, execution counts,
 attachments of solution cells, widget state and every metadata key other than the
 kernelspec, the language name and the cells' tags are dropped.
+
+With a class (:class:`~servelib.grading.roster.Course`: a roster and the instructor's
+secret) each student gets their own set, in which every exercise's statement and ``check``
+call show that student's variant (:mod:`servelib.grading.variants`), and the notebook's
+metadata names the student.
 """
 from __future__ import annotations
 
@@ -15,7 +20,9 @@ import re
 import nbformat
 from nbformat import NotebookNode
 
-from .registry import ID_PATTERN
+from . import variants
+from .registry import ID_PATTERN, REGISTRY
+from .roster import Course
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 #: ``check("kv-3", answer)``: group 1 is the id, group 2 the answer expression.
@@ -66,13 +73,41 @@ def strip_solutions(source: str, cell_type: str = "code") -> str:
     return "\n".join(out)
 
 
-def student_notebook(nb: NotebookNode) -> NotebookNode:
-    """A new nbformat-4 notebook: ``nb`` without solutions, outputs or metadata (see module doc)."""
-    student = nbformat.v4.new_notebook()
+def _variant_of(source: str, cell_type: str, inputs: dict) -> str:
+    """``source`` with each exercise statement and ``check`` call showing the variant ``inputs``
+    (``{exercise id: {input: value}}``)."""
+    if cell_type == "markdown":
+        for ex_id, given in inputs.items():
+            start = variants.statement_start(source, ex_id)
+            if start is not None and given:
+                source = source[:start] + variants.wrap(variants.render(REGISTRY[ex_id], given))
+        return source
+
+    def call(m):
+        given = inputs.get(m.group(1))
+        if not given:
+            return m.group(0)
+        if not m.group(2).isidentifier():
+            raise ValueError(f"cannot show a variant in {m.group(0)!r}: check's answer must be a plain name")
+        return variants.check_call(m.group(1), m.group(2), given)
+
+    return CHECK_CALL.sub(call, source) if cell_type == "code" else source
+
+
+def student_notebook(nb: NotebookNode, student: str | None = None, course: Course = Course()) -> NotebookNode:
+    """A new nbformat-4 notebook: ``nb`` without solutions, outputs or metadata (see module doc).
+
+    With ``student`` and a ``course`` that has a roster, the statements and ``check`` calls
+    show that student's variants, and the metadata holds ``{"servelib": {"student": id}}``.
+    """
+    ids = {m.group(1) for c in nb.cells if c.cell_type == "code" for m in CHECK_CALL.finditer(c.source)}
+    inputs = ({i: course.inputs(student, REGISTRY[i]) for i in ids if i in REGISTRY}
+              if student is not None and course.roster else {})
+    out = nbformat.v4.new_notebook()
     if "kernelspec" in nb.metadata:
-        student.metadata["kernelspec"] = dict(nb.metadata["kernelspec"])
+        out.metadata["kernelspec"] = dict(nb.metadata["kernelspec"])
     if "name" in nb.metadata.get("language_info", {}):
-        student.metadata["language_info"] = {"name": nb.metadata["language_info"]["name"]}
+        out.metadata["language_info"] = {"name": nb.metadata["language_info"]["name"]}
     new_cell = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell,
                 "raw": nbformat.v4.new_raw_cell}
     for n, cell in enumerate(nb.cells):
@@ -81,6 +116,8 @@ def student_notebook(nb: NotebookNode) -> NotebookNode:
             source = strip_solutions(cell.source, cell.cell_type) if has_solution else cell.source
         except ValueError as err:
             raise ValueError(f"cell {n}: {err}") from None
+        if inputs:
+            source = _variant_of(source, cell.cell_type, inputs)
         tags = list(cell.metadata.get("tags", []))
         if has_solution:
             tags = [t for t in tags if t not in _HIDING_TAGS]
@@ -89,31 +126,41 @@ def student_notebook(nb: NotebookNode) -> NotebookNode:
             fresh["id"] = cell["id"]
         if cell.cell_type == "markdown" and cell.get("attachments") and not has_solution:
             fresh["attachments"] = cell["attachments"]  # figures of the statement, not of a solution
-        student.cells.append(fresh)
-    nbformat.validate(student)
-    return student
+        out.cells.append(fresh)
+    if inputs:
+        out.metadata["servelib"] = {"student": student}
+    nbformat.validate(out)
+    return out
 
 
-def write_student_versions(src: pathlib.Path | str, out_dir: pathlib.Path | str) -> list[pathlib.Path]:
+def write_student_versions(src: pathlib.Path | str, out_dir: pathlib.Path | str,
+                           course: Course = Course()) -> list[pathlib.Path]:
     """Write the student version of ``src`` (a notebook, or every ``*.ipynb`` in a folder) into ``out_dir``.
 
-    File names are kept. Returns the paths written. Raises ValueError when ``out_dir`` would
-    overwrite a source notebook, when there is no notebook to convert, or (naming the file
-    and cell) when a notebook's solution markers do not pair up; nothing is written then.
+    File names are kept. With a ``course`` that has a roster, each student's set goes into
+    ``out_dir/<student id>/`` and shows that student's variants. Returns the paths written.
+    Raises ValueError when ``out_dir`` would overwrite a source notebook, when there is no
+    notebook to convert, or (naming the file and cell) when a notebook's solution markers
+    do not pair up; nothing is written then.
     """
     src, out_dir = pathlib.Path(src), pathlib.Path(out_dir)
     sources = [src] if src.is_file() else sorted(p for p in src.glob("*.ipynb") if not p.name.startswith("."))
     if not sources:
         raise ValueError(f"no notebook (*.ipynb) found in {src}")
-    if any((out_dir / p.name).resolve() == p.resolve() for p in sources):
+    folders = [out_dir / s.id for s in course.roster] if course.roster else [out_dir]
+    if any((f / p.name).resolve() == p.resolve() for f in folders for p in sources):
         raise ValueError(f"output folder {out_dir} would overwrite the source notebooks: choose another")
-    students = []
+    notebooks = []
     for path in sources:  # convert them all before writing any
         try:
-            students.append(student_notebook(nbformat.read(path, as_version=4)))
+            nb = nbformat.read(path, as_version=4)
+            if course.roster:
+                notebooks += [(out_dir / s.id / path.name, student_notebook(nb, s.id, course)) for s in course.roster]
+            else:
+                notebooks.append((out_dir / path.name, student_notebook(nb)))
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for path, student in zip(sources, students):
-        nbformat.write(student, out_dir / path.name)
-    return [out_dir / p.name for p in sources]
+    for path, nb in notebooks:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, path)
+    return [path for path, _ in notebooks]
