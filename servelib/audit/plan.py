@@ -11,6 +11,8 @@ library ``tomllib``) whose tables group the fields::
     [payg]         usd_per_1k_input, usd_per_1k_output
     [ptu]          monthly_commitment_usd, capacity_tokens_per_month, break_even_utilization, ...
     [self_hosting] cost_lines, gpu_usd_per_hour, engineering_fte, usd_per_fte_year
+    [quantization] weights, claimed_decode_speedup    (a proposal to quantize the weights)
+    [speculative]  draft_model, draft_len, acceptance_rate
 
 Every field is validated on construction; a bad value raises :class:`PlanError` naming the
 field as ``table.key`` (the spelling of the TOML file), so a plan never becomes a quiet
@@ -25,7 +27,8 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 from ..hardware import DTYPES, list_gpus
-from ..models import list_models
+from ..models import get_model, list_models
+from ..precision import get_precision, list_precisions
 
 
 class PlanError(ValueError):
@@ -202,6 +205,15 @@ class CapacityPlan:
     engineering_fte: float | None = _f("self_hosting.engineering_fte", _non_negative, None,
                                        "engineers on inference operations, on-call included")
     usd_per_fte_year: float | None = _f("self_hosting.usd_per_fte_year", _non_negative, None)
+    quantize_weights: str | None = _f("quantization.weights", _preset("weight format", list_precisions), None,
+                                      "format the 16-bit weights would be quantized to (servelib.precision)")
+    claimed_quantized_speedup: float | None = _f("quantization.claimed_decode_speedup", _positive, None,
+                                                 "decode speed-up the proposal expects from it")
+    draft_model: str | None = _f("speculative.draft_model", _preset("model", list_models), None,
+                                 "model that drafts tokens for speculative decoding")
+    draft_len: int | None = _f("speculative.draft_len", _integer, None, "tokens drafted per round")
+    acceptance_rate: float | None = _f("speculative.acceptance_rate", _fraction, None,
+                                       "probability that the target accepts a drafted token")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -221,6 +233,25 @@ class CapacityPlan:
         self._require_group("self_hosting", ("cost_lines", "gpu_usd_per_hour", "engineering_fte",
                                              "usd_per_fte_year"),
                             ("usd_per_1k_input", "usd_per_1k_output", "output_fraction", "monthly_tokens"))
+        self._require_group("quantization", ("quantize_weights", "claimed_quantized_speedup"), ())
+        self._require_group("speculative", ("draft_model", "draft_len", "acceptance_rate"), ())
+        self._check_levers()
+
+    def _check_levers(self):
+        # A quantization proposal starts from 16-bit weights and goes to a narrower format;
+        # a draft must share the target's vocabulary to propose its tokens.
+        if self.quantize_weights is not None:
+            if self.bytes_per_param != 2:
+                raise PlanError("deployment.bytes_per_param",
+                                f"must be 2 (16-bit weights) when [quantization] proposes quantizing them, "
+                                f"got {self.bytes_per_param:g}")
+            if not get_precision(self.quantize_weights).quantized:
+                raise PlanError("quantization.weights",
+                                f"must be a format narrower than 16 bits, got {self.quantize_weights!r}")
+        if self.draft_model is not None and get_model(self.draft_model).vocab_size != get_model(
+                self.model).vocab_size:
+            raise PlanError("speculative.draft_model",
+                            f"must share {self.model}'s vocabulary; {self.draft_model} has another")
 
     def _require_group(self, table, keys, needs):
         fields = {f.name: f.metadata["toml"] for f in dataclasses.fields(self)}
@@ -330,5 +361,6 @@ def plan_to_toml(plan: CapacityPlan) -> str:
         table, key = f.metadata["toml"].split(".")
         doc = f"# {f.metadata['doc']}\n" if f.metadata["doc"] else ""
         by_table.setdefault(table, []).append(f"{doc}{key} = {_toml_value(v)}")
-    order = ["plan", "deployment", "serving", "workload", "claims", "payg", "ptu", "self_hosting"]
+    order = ["plan", "deployment", "serving", "workload", "claims", "payg", "ptu", "self_hosting",
+             "quantization", "speculative"]
     return "\n".join(f"[{t}]\n" + "\n".join(by_table[t]) + "\n" for t in order if t in by_table)
