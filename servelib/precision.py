@@ -15,7 +15,7 @@ Formats (sources of the layouts):
   negligible and not counted. Used for weights on GPUs with fp8 tensor cores and for the
   KV cache (vLLM ``kv_cache_dtype="fp8"``).
 * ``int8``: 1 byte; one 16-bit scale per output channel (a row of thousands of weights:
-  under 0.05% more, not counted). gpt-fast's and LLM.int8()'s weight-only layout.
+  under 0.05% more, not counted): gpt-fast's int8 weight-only layout.
 * ``int4-g32``: 4 bits plus a 16-bit scale and a 16-bit zero point per group of 32
   (gpt-fast's ``int4`` mode, ``--groupsize 32``): 0.625 bytes.
 * ``int4-g128``: 4 bits plus a 16-bit scale and a 4-bit zero point per group of 128 (the

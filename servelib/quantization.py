@@ -189,5 +189,5 @@ PUBLISHED_PERPLEXITY = {
     "llama-2-7b": {"fp16": 5.47, "int4-g128 rtn": 5.73, "int4-g128 gptq": 5.69, "int4-g128 awq": 5.60},
     "llama-2-70b": {"fp16": 3.32, "int4-g128 rtn": 3.46, "int4-g128 gptq": 3.42, "int4-g128 awq": 3.41},
 }
-PUBLISHED_PERPLEXITY_SOURCE = ("Lin et al., AWQ: Activation-aware Weight Quantization for LLM Compression "
-                               "and Acceleration (MLSys 2024), Table 4 (https://arxiv.org/abs/2306.00978)")
+PUBLISHED_PERPLEXITY_SOURCE = ("Lin et al., AWQ: Activation-aware Weight Quantization for On-Device LLM "
+                               "Compression and Acceleration (MLSys 2024), Table 4 (https://arxiv.org/abs/2306.00978)")

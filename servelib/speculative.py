@@ -210,3 +210,23 @@ def implied_acceptance_rate(speedup: float, draft_len: int, draft_cost_ratio: fl
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if expected_tokens_per_step(mid, k) < e else (lo, mid)
     return (lo + hi) / 2
+
+
+def speculative_concurrency(target: ModelSpec, draft: ModelSpec, gpu: GPUSpec | str, *, context_len: int,
+                            tp_degree: int = 1, bytes_per_param: float = 2,
+                            draft_bytes_per_param: float | None = None, bytes_per_elem: float = 2,
+                            reserve_fraction: float = 0.10) -> int:
+    """Sequences of ``context_len`` tokens one replica holds when a draft model shares its GPUs.
+
+    Each device holds its share of both models' weights, and every sequence keeps a KV cache
+    in both models: :func:`servelib.memory.max_concurrency` of the budget left after the two
+    sets of weights (:func:`servelib.memory.kv_budget_bytes`), over the two caches' bytes per
+    token (per device, :func:`servelib.memory.kv_bytes_per_token`). 0 when nothing fits.
+    """
+    from .memory import kv_budget_bytes, kv_bytes_per_token, max_concurrency, weight_bytes
+    gpu = as_gpu(gpu)
+    tp = _check.positive_int("tp_degree", tp_degree)
+    d_bpp = bytes_per_param if draft_bytes_per_param is None else draft_bytes_per_param
+    weights = (weight_bytes(target, bytes_per_param) + weight_bytes(draft, d_bpp)) / tp
+    per_token = (kv_bytes_per_token(target, bytes_per_elem, tp) + kv_bytes_per_token(draft, bytes_per_elem, tp))
+    return max_concurrency(kv_budget_bytes(gpu.memory_bytes, weights, reserve_fraction), per_token, context_len)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..hardware import get_gpu
 from ..models import get_model
 from ..quantization import assumed_bandwidth_ratio, quantized_decode_speedup
-from ..speculative import crossover_batch, speculative_estimate
+from ..speculative import crossover_batch, speculative_concurrency, speculative_estimate
 from .findings import Finding
 
 #: Relative slack on a claimed speed-up before it is called impossible (people round).
@@ -46,30 +46,33 @@ def quantization_findings(plan, d, model) -> list[Finding]:
 
 
 def speculative_findings(plan, d, model) -> list[Finding]:
-    """``speculative-at-large-batch`` when speculative decoding, at the plan's decode batch,
-    acceptance rate and draft length, is slower than plain decoding by the roofline.
-
-    The draft runs on the same devices; its weights and KV cache are not charged to the
-    plan's memory (a sound plan must leave room for them).
+    """``speculative-at-large-batch`` when speculative decoding, at the batch the plan decodes
+    (its decode batch, capped at what fits once the draft's weights and KV cache share the
+    devices: :func:`servelib.speculative.speculative_concurrency`), its acceptance rate and
+    draft length, is slower than plain decoding by the roofline. The draft runs on the same
+    devices, split the same way.
     """
     if plan.draft_model is None:
         return []
-    kw = dict(context_len=plan.context_len, acceptance_rate=plan.acceptance_rate, draft_len=plan.draft_len,
-              tp_degree=plan.tp_degree, dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
+    kw = dict(context_len=plan.context_len, tp_degree=plan.tp_degree, bytes_per_param=plan.bytes_per_param,
               bytes_per_elem=plan.kv_bytes_per_elem)
     draft, gpu = get_model(plan.draft_model), get_gpu(plan.gpu)
-    est = speculative_estimate(model, draft, gpu, batch=d.decode_batch, **kw)
+    room = speculative_concurrency(model, draft, gpu, reserve_fraction=plan.reserve_fraction, **kw)
+    batch = max(1, min(d.decode_batch, room))
+    kw.update(acceptance_rate=plan.acceptance_rate, draft_len=plan.draft_len, dtype=plan.dtype)
+    est = speculative_estimate(model, draft, gpu, batch=batch, **kw)
     if est.pays:
         return []
-    cross = crossover_batch(model, draft, gpu, max_batch=d.decode_batch, **kw)
+    cross = crossover_batch(model, draft, gpu, max_batch=batch, **kw)
     best = speculative_estimate(model, draft, gpu, batch=1, **kw).speedup
     pays_below = (f"it pays only below batch {cross} ({best:.2f}x at batch 1)" if cross > 1
                   else "it does not pay even at batch 1")
+    memory = (f" (with the draft's weights and KV cache beside the target's, a replica holds {room} "
+              f"sequences, not {d.decode_batch})" if room < d.decode_batch else "")
     return [Finding(
-        "speculative-at-large-batch", "speculative.draft_model", d.decode_batch, cross - 1,
-        "sequences per step",
+        "speculative-at-large-batch", "speculative.draft_model", batch, cross - 1, "sequences per step",
         f"drafting {plan.draft_len} tokens with {plan.draft_model} at {plan.acceptance_rate:.0%} acceptance "
-        f"decodes at {est.speedup:.2f}x the plain speed at batch {d.decode_batch}: a round costs "
+        f"decodes at {est.speedup:.2f}x the plain speed at batch {batch}{memory}: a round costs "
         f"{plan.draft_len} x {est.draft_step_s * 1e3:.1f} ms of drafting + {est.verify_step_s * 1e3:.1f} ms "
         f"of verification and yields {est.tokens_per_step:.2f} tokens per sequence, against "
         f"{est.target_step_s * 1e3:.1f} ms per plain step; {pays_below}")]
