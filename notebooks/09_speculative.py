@@ -247,8 +247,8 @@ assert cross_ctx[8192][0] is None and cross_ctx[8192][1] is not None
 # ## Measure: two random-weight decoders on this machine
 #
 # The target is the toy decoder of the earlier chapters; the draft is the same design with
-# a third of the layers and half the width, about a tenth of its bytes, the ratio of a 7B
-# draft to a 70B target. Random weights never agree, so acceptance is simulated: a round's
+# a third of the layers (at least one) and half the width. Random weights never agree, so
+# acceptance is simulated: a round's
 # tokens are drawn at $\alpha = 0.8$. Everything that costs time is real: four draft decode
 # steps and the target's verification pass over five tokens per sequence (causal attention
 # over the cache, logits at every position), timed together as a round, against a plain
@@ -258,13 +258,14 @@ assert cross_ctx[8192][0] is None and cross_ctx[8192][1] is not None
 
 # %%
 ceil = measure_ceilings(DEVICE, min_run_time=0.3)
-spec = toy_spec(DEVICE, "full")
+spec = toy_spec(DEVICE, "small")
 big, small = ToyDecoder(spec, DEVICE), ToyDecoder(draft_spec(spec), DEVICE)
 live_batches = [1, 2, 4, 8, 16] if DEVICE.kind == "cpu" else [1, 4, 16, 64, 256]
 print(f"measured on {DEVICE}; copy {ceil.copy_bandwidth_Bps / 1e9:.1f} GB/s, matmul {ceil.matmul_flops / 1e12:.2f} "
       f"TFLOP/s, ridge {ceil.ridge:.1f} FLOP/byte")
 print(f"target {big.n_params / 1e6:.0f}M parameters ({big.weights_read_bytes / 2**20:.0f} MiB read per step), "
-      f"draft {small.n_params / 1e6:.0f}M ({small.weights_read_bytes / 2**20:.0f} MiB)")
+      f"draft {small.n_params / 1e6:.0f}M ({small.weights_read_bytes / 2**20:.0f} MiB, "
+      f"{small.weights_read_bytes / big.weights_read_bytes:.0%} of the target's bytes)")
 sweep = speculative_sweep(big, small, live_batches, context_len=256, acceptance_rate=0.8, draft_len=4,
                           ceilings=ceil)
 print(f"{'batch':>6}{'plain ms':>9}{'verify ms':>10}{'round ms':>9}{'tokens/round':>13}{'speed-up':>9}{'predicted':>10}")

@@ -28,8 +28,9 @@ def draft_spec(target: ModelSpec) -> ModelSpec:
     """A draft model for ``target``: a third of the layers (at least one), half the width,
     heads and MLP, the same vocabulary (a draft must speak the target's tokens).
 
-    For the CPU toy target (6 layers, hidden 2048) that is 2 layers of hidden 1024, about a
-    tenth of its weight bytes, the ratio of Llama-2-7B drafting for Llama-2-70B.
+    For the CPU 'full' toy (6 layers, hidden 2048) that is 2 layers of hidden 1024, about a
+    tenth of its weight bytes, the ratio of Llama-2-7B drafting for Llama-2-70B; for the
+    'small' toy (2 layers) one layer, about a fifth.
     """
     _check.instance("target", target, ModelSpec)
     return target.scaled(n_layers=max(1, target.n_layers // 3), hidden_size=target.hidden_size // 2,
