@@ -291,8 +291,8 @@ glue("sp_b64", f"{sp[64]:.2f}");
 # %% [markdown]
 # *Figure: predicted decode speed-up of int8 and int4-g32 weights over bf16 against batch
 # size. Notice that even the ideal int4 kernel starts below 3x, not at 4x, and that every curve
-# falls towards 1 as the KV reads and then the arithmetic take over; with a kernel that
-# streams slowly the quantized step can end up slower than the bf16 one.* With the
+# falls towards 1 as the KV reads and then the arithmetic take over: at a hundred sequences
+# and more the format hardly matters to speed.* With the
 # published bandwidth ratio, int4 gives {glue:text}`sp_b1`x at batch 1 and
 # {glue:text}`sp_b64`x at batch 64; the ideal kernel, {glue:text}`sp_ideal_b1`x at batch 1.
 #

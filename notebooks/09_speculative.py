@@ -240,8 +240,8 @@ for c in (512, 2048, 8192, 32_768):
 assert cross_ctx[8192][0] is None and cross_ctx[8192][1] is not None
 
 # %% [markdown]
-# At 8,192 tokens and $\alpha = 0.8$ it pays at every batch up to 4,096 (shown as None);
-# at $\alpha = 0.6$ the draft's reads end it. The question "does speculation pay here?"
+# At 8,192 tokens and $\alpha = 0.8$ no batch up to 4,096 stops it paying (None in the
+# table), far more sequences than fit; at $\alpha = 0.6$ the draft's reads end it. The question "does speculation pay here?"
 # has no answer without the batch, the context and the acceptance rate.
 #
 # ## Measure: two random-weight decoders on this machine
@@ -305,9 +305,9 @@ fig.tight_layout()
 #
 # ## A published figure: gpt-fast's 70B with a 7B draft
 #
-# gpt-fast {cite}`gptfast2023` published speculative decoding of Llama-2-70B verified on one
-# A100, drafted by Llama-2-7B, both with int4 weights, $k = 4$ (its script's
-# `--speculate_k 4`), greedy decoding of a code prompt. The same page gives each model alone,
+# gpt-fast {cite}`gptfast2023` published speculative decoding of Llama-2-70B drafted by
+# Llama-2-7B, both with int4 weights, $k = 4$, greedy decoding of a code prompt (its script
+# passes `--speculate_k 4` and runs as one process, so on one of the machine's A100s). The same page gives each model alone,
 # which prices the draft. At batch 1 the speed-up is $E / (1 + k c)$, so the published
 # numbers imply an acceptance rate:
 

@@ -108,8 +108,9 @@ def quantized_decode_speedup(model: ModelSpec, gpu: GPUSpec | str, weights: str 
 
     At batch 1 it is about the byte ratio times the bandwidth ratio; as the batch grows the
     KV reads (unchanged) and then the arithmetic (unchanged) take over and it falls towards
-    1, or below it when the kernel is slow. With ``bandwidth_ratio=1.0`` it is the ceiling
-    no weight-only kernel can beat. Arguments as :func:`quantized_tpot_s`.
+    1 (below 1 only for a kernel so slow that its bandwidth ratio is under the ratio of the
+    quantized to the 16-bit bytes). With ``bandwidth_ratio=1.0`` it is the ceiling no
+    weight-only kernel can beat. Arguments as :func:`quantized_tpot_s`.
     """
     kw = dict(batch=batch, context_len=context_len, bytes_per_elem=bytes_per_elem, tp_degree=tp_degree,
               dtype=dtype)
