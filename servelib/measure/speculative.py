@@ -38,13 +38,20 @@ def draft_spec(target: ModelSpec) -> ModelSpec:
                          intermediate_size=target.intermediate_size // 2, name=f"draft for {target.name}")
 
 
-def ceilings_spec(ceilings: Ceilings, name: str = "this machine (measured)") -> GPUSpec:
+def ceilings_spec(ceilings: Ceilings, memory_bytes: float | None = None,
+                  name: str = "this machine (measured)") -> GPUSpec:
     """The measured ceilings as a :class:`~servelib.hardware.GPUSpec`, so that servelib's
     roofline functions predict for this device: bandwidth = copy bandwidth, peak = matmul
-    FLOP/s in ``ceilings.dtype``. Memory is the host's RAM (it enters no prediction here)."""
+    FLOP/s in ``ceilings.dtype``. ``memory_bytes`` (no roofline time depends on it) defaults
+    to the host's RAM; ValueError where the platform cannot report it and none is given.
+    """
     _check.instance("ceilings", ceilings, Ceilings)
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 2**34
-    return GPUSpec(name, float(ram), ceilings.copy_bandwidth_Bps, {ceilings.dtype: ceilings.matmul_flops})
+    if memory_bytes is None:
+        try:
+            memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):
+            raise ValueError("this platform does not report its RAM: pass memory_bytes") from None
+    return GPUSpec(name, float(memory_bytes), ceilings.copy_bandwidth_Bps, {ceilings.dtype: ceilings.matmul_flops})
 
 
 @dataclass(frozen=True)
