@@ -26,6 +26,7 @@ from ..hardware import ridge_point
 from ..roofline import compute_utilization, decode_intensity, decode_tokens_per_s, predict_tpot_s, predict_ttft_s
 from ..sim import simulate, workloads
 from .findings import Finding
+from .levers import quantization_findings, speculative_findings
 from .plan import CapacityPlan
 
 #: Working-space reserve the audit uses where a plan kept none: the syllabus's "~10%".
@@ -398,6 +399,8 @@ def audit(plan: CapacityPlan) -> list[Finding]:
         findings += _ptu_findings(plan, d)
     if plan.has_self_hosting:
         findings += _self_hosting_findings(plan, d)
+    model = plan_model(plan)
+    findings += quantization_findings(plan, d, model) + speculative_findings(plan, d, model)
     for f in findings:
         found.setdefault(f.code, f)
     return list(found.values())

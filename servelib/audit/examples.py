@@ -100,6 +100,12 @@ def mistake_plans() -> dict[str, CapacityPlan]:
             s, "max-tp-degree", "TP=8 for a target that TP=2 meets", target_concurrency=30),
         "shared-interactive-batch": _with(
             s, "shared-interactive-batch", "chat and overnight batch on one endpoint", shared_tiers=True),
+        "quantization-speedup-from-bytes": _with(
+            s, "quantization-speedup-from-bytes", "int4 weights are a quarter of the bytes, so four times the tokens",
+            quantize_weights="int4-g32", claimed_quantized_speedup=4.0),
+        "speculative-at-large-batch": _with(
+            s, "speculative-at-large-batch", "a Llama-3-8B draft at every batch size",
+            draft_model="llama-3-8b", draft_len=4, acceptance_rate=0.5),
         "claimed-number-wrong": _with(
             s, "claimed-number-wrong", "KV per token counted for K only",
             claimed_kv_bytes_per_token=kv_right / 2),

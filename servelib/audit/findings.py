@@ -72,6 +72,16 @@ CODES = {
         "Interactive and batch tiers on one deployment",
         "A batch size that suits overnight throughput gives chat users slow tokens and one that "
         "suits chat wastes the batch tier's hardware, so one tier is always wrong."),
+    "quantization-speedup-from-bytes": (
+        "Quantized weights counted as a proportional speed-up",
+        "Weight-only quantization shrinks the weights but not the KV reads nor the arithmetic, "
+        "its group scales add bytes and its kernels stream more slowly, so int4 weights never "
+        "decode four times as fast as 16-bit ones."),
+    "speculative-at-large-batch": (
+        "Speculative decoding at a batch where it slows decoding",
+        "A speculative round is cheap only while reading the weights dominates each step, so "
+        "at large batches, where the verification pass turns compute-bound and the draft's own "
+        "KV reads grow with every sequence, a round costs more than the tokens it yields."),
     "claimed-number-wrong": (
         "A claimed number does not follow from the plan",
         "The plan states a figure that servelib recomputes differently from the plan's own "

@@ -15,6 +15,8 @@ library ``tomllib``) whose tables group the fields::
     [payg]         usd_per_1k_input, usd_per_1k_output
     [ptu]          monthly_commitment_usd, capacity_tokens_per_month, break_even_utilization, ...
     [self_hosting] cost_lines, gpu_usd_per_hour, engineering_fte, usd_per_fte_year
+    [quantization] weights, claimed_decode_speedup    (a proposal to quantize the weights)
+    [speculative]  draft_model, draft_len, acceptance_rate
 
 Every field is validated on construction; a bad value raises :class:`PlanError` naming the
 field as ``table.key`` (the spelling of the TOML file), so a plan never becomes a quiet
@@ -23,16 +25,16 @@ wrong number.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import pathlib
 import tomllib
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
-import json
-import pathlib
-
 from ..hardware import DTYPES, GPUSpec, get_gpu, list_gpus
 from ..models import ModelSpec, get_model, list_models
+from ..precision import get_precision, list_precisions
 from ..units import GiB
 
 
@@ -216,6 +218,15 @@ class CapacityPlan:
     engineering_fte: float | None = _f("self_hosting.engineering_fte", _non_negative, None,
                                        "engineers on inference operations, on-call included")
     usd_per_fte_year: float | None = _f("self_hosting.usd_per_fte_year", _non_negative, None)
+    quantize_weights: str | None = _f("quantization.weights", _preset("weight format", list_precisions), None,
+                                      "format the 16-bit weights would be quantized to (servelib.precision)")
+    claimed_quantized_speedup: float | None = _f("quantization.claimed_decode_speedup", _positive, None,
+                                                 "decode speed-up the proposal expects from it")
+    draft_model: str | None = _f("speculative.draft_model", _preset("model", list_models), None,
+                                 "model that drafts tokens for speculative decoding")
+    draft_len: int | None = _f("speculative.draft_len", _integer, None, "tokens drafted per round")
+    acceptance_rate: float | None = _f("speculative.acceptance_rate", _fraction, None,
+                                       "probability that the target accepts a drafted token")
     model_config: dict | None = field(default=None, metadata={"toml": "model", "check": None, "doc": ""})
     model_config_path: str | None = field(default=None, metadata={"toml": "model.config", "check": None,
                                                                   "doc": ""})
@@ -248,6 +259,24 @@ class CapacityPlan:
         self._require_group("self_hosting", ("cost_lines", "gpu_usd_per_hour", "engineering_fte",
                                              "usd_per_fte_year"),
                             ("usd_per_1k_input", "usd_per_1k_output", "output_fraction", "monthly_tokens"))
+        self._require_group("quantization", ("quantize_weights", "claimed_quantized_speedup"), ())
+        self._require_group("speculative", ("draft_model", "draft_len", "acceptance_rate"), ())
+        self._check_levers()
+
+    def _check_levers(self):
+        # A quantization proposal starts from 16-bit weights and goes to a narrower format;
+        # a draft must share the target's vocabulary to propose its tokens.
+        if self.quantize_weights is not None:
+            if self.bytes_per_param != 2:
+                raise PlanError("deployment.bytes_per_param",
+                                f"must be 2 (16-bit weights) when [quantization] proposes quantizing them, "
+                                f"got {self.bytes_per_param:g}")
+            if not get_precision(self.quantize_weights).quantized:
+                raise PlanError("quantization.weights",
+                                f"must be a format narrower than 16 bits, got {self.quantize_weights!r}")
+        if self.draft_model is not None and get_model(self.draft_model).vocab_size != self.model_spec().vocab_size:
+            raise PlanError("speculative.draft_model",
+                            f"must share {self.model}'s vocabulary; {self.draft_model} has another")
 
     def _require_group(self, table, keys, needs):
         fields = {f.name: f.metadata["toml"] for f in dataclasses.fields(self)}
@@ -468,5 +497,5 @@ def plan_to_toml(plan: CapacityPlan) -> str:
         by_table.setdefault("deployment", []).insert(0, f"gpu = {_toml_value(plan.gpu)}")
         by_table["gpu"] = [f"{_toml_key(k)} = {_toml_value(x)}" for k, x in plan.gpu_table.items()]
     order = ["plan", "deployment", "model", "gpu", "serving", "workload", "claims", "payg", "ptu",
-             "self_hosting"]
+             "self_hosting", "quantization", "speculative"]
     return "\n".join(f"[{t}]\n" + "\n".join(by_table[t]) + "\n" for t in order if t in by_table)

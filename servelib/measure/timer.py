@@ -69,3 +69,30 @@ def time_call(fn, device: DeviceInfo | None = None, *, min_run_time: float = 0.2
                             num_threads=torch.get_num_threads())
     m = timer.blocked_autorange(min_run_time=min_run_time)
     return Timing(m.median, m.iqr, len(m.times))
+
+
+def time_interleaved(fns, device: DeviceInfo | None = None, *, repeats: int = 3,
+                     min_run_time: float = 0.1) -> list[Timing]:
+    """Time several functions to compare them, in turn, ``repeats`` times over.
+
+    Each round times every function once with :func:`time_call` (its warm-up included on the
+    first round); a function's figure is the median over rounds (``iqr_s`` their
+    interquartile range, ``n`` the number of rounds). On a machine shared with other work a
+    burst of load then falls on every function alike instead of on whichever happened to run
+    during it, so their ratio stays fair. Raises ValueError for no functions or
+    ``repeats`` < 1.
+    """
+    fns = list(fns)
+    if not fns:
+        raise ValueError("fns must hold at least one function to time")
+    r = _check.positive_int("repeats", repeats)
+    dev = device or pick_device()
+    samples = [[] for _ in fns]
+    for i in range(r):
+        for s, fn in zip(samples, fns):
+            s.append(time_call(fn, dev, min_run_time=min_run_time, warmup=1 if i == 0 else 0).median_s)
+    out = []
+    for s in samples:
+        q = statistics.quantiles(s, n=4) if len(s) > 1 else (s[0], s[0], s[0])
+        out.append(Timing(statistics.median(s), q[2] - q[0], len(s)))
+    return out

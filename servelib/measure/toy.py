@@ -156,11 +156,14 @@ class ToyDecoder:
         return F.linear(x, weight)
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, cache: torch.Tensor, start: int) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, cache: torch.Tensor, start: int, *,
+                all_logits: bool = False) -> torch.Tensor:
         """Run ``tokens`` ``(batch, n)`` at positions ``start .. start+n-1``; logits of the last one.
 
         Writes their keys and values into ``cache`` and attends to positions ``0 .. start+n-1``
-        (causally within the new tokens). Returns ``(batch, vocab_size)``.
+        (causally within the new tokens). Returns ``(batch, vocab_size)``, or with
+        ``all_logits`` the logits of every new position ``(batch, n, vocab_size)``, as the
+        verification pass of speculative decoding needs.
         """
         s, d = self.spec, self.spec.head_dim
         b, n = tokens.shape
@@ -172,12 +175,12 @@ class ToyDecoder:
             q = qkv[:, :s.n_heads]
             cache[i, 0, :, :, start:end] = qkv[:, s.n_heads:s.n_heads + s.n_kv_heads]
             cache[i, 1, :, :, start:end] = qkv[:, s.n_heads + s.n_kv_heads:]
-            att = _attention(q, cache[i, 0, :, :, :end], cache[i, 1, :, :, :end], causal=start == 0 and n > 1)
+            att = _attention(q, cache[i, 0, :, :, :end], cache[i, 1, :, :, :end], causal=n > 1)
             x = x + self._linear(att.transpose(1, 2).reshape(b, n, s.n_heads * d), layer["wo"])
             hdn = _rms_norm(x, layer["mlp_norm"])
             gate, up = self._linear(hdn, layer["w_gate_up"]).chunk(2, dim=-1)
             x = x + self._linear(F.silu(gate) * up, layer["w_down"])
-        last = _rms_norm(x[:, -1], self.final_norm)
+        last = _rms_norm(x if all_logits else x[:, -1], self.final_norm)
         return self._linear(last, self.lm_head)
 
 
@@ -189,12 +192,18 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) 
     blocks and is several times slower than that for a single query. Prefill uses the fused
     kernel.
     """
-    b, h, _, d = q.shape
-    hkv = k.shape[1]
-    if q.shape[2] > 1:
+    b, h, n, d = q.shape
+    hkv, ctx = k.shape[1], k.shape[2]
+    if n > 1:
         # Each KV head repeated for its query group (a copy of the prompt's K and V, small
         # next to the weights), so that this runs on every torch since 2.1.
         k, v = (t.repeat_interleave(h // hkv, dim=1) for t in (k, v))
+        if causal and ctx > n:
+            # New tokens after a cached prefix (a verification pass, a prefill chunk): query i
+            # sees the prefix and new tokens up to itself. is_causal aligns the mask top-left,
+            # which is right only when there is no prefix.
+            mask = torch.ones(n, ctx, dtype=torch.bool, device=q.device).tril(ctx - n)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     qg = q.reshape(b, hkv, h // hkv, d)                       # group query heads by KV head
     scores = torch.matmul(qg, k.transpose(-1, -2)) / math.sqrt(d)
