@@ -112,6 +112,34 @@ def prefill_slack_tokens(model: ModelSpec, gpu, *, decode_batch: int, context_le
     return max(0, _largest_int(memory_bound, guess))
 
 
+def max_prefill_tokens(model: ModelSpec, gpu, *, decode_batch: int, context_len: int, step_target_s: float,
+                       dtype: str = "bf16", bytes_per_param: float = 2, bytes_per_elem: float = 2,
+                       tp_degree: int = 1, overlap: bool = True) -> int:
+    """The most prompt tokens one step can carry beside ``decode_batch`` decodes and still
+    finish within ``step_target_s`` (a TPOT target): the chunk size that target allows.
+
+    The largest p with :func:`mixed_step_time_s` ``<= step_target_s``, from the closed form
+    of the binding limit (compute, or memory with the KV the prompt writes) corrected
+    against rounding. 0 when the decode step alone already takes ``step_target_s`` or more
+    (then no chunk fits). Raises ValueError for a target that is not > 0.
+    """
+    gpu = as_gpu(gpu)
+    target = _check.positive("step_target_s", step_target_s)
+    kw = dict(decode_batch=decode_batch, context_len=context_len, dtype=dtype, bytes_per_param=bytes_per_param,
+              bytes_per_elem=bytes_per_elem, tp_degree=tp_degree, overlap=overlap)
+    mixed_step_time_s(model, gpu, prefill_tokens=1, **kw)          # validates every argument
+    b, tp = int(decode_batch), int(tp_degree)
+    per_token = 2 * model.n_active_params / (tp * gpu.peak_flops(dtype))
+    bw = gpu.hbm_bandwidth_Bps
+    kv_tok = kv_bytes_per_token(model, bytes_per_elem, tp)
+    decode_bytes = weight_bytes(model, bytes_per_param) / tp + b * (kv_tok * int(context_len))
+    if overlap:
+        guess = min(target / per_token - b, (target * bw - decode_bytes) / kv_tok)
+    else:
+        guess = (target - per_token * b - decode_bytes / bw) / (per_token + kv_tok / bw)
+    return max(0, _largest_int(lambda p: mixed_step_time_s(model, gpu, prefill_tokens=p, **kw) <= target, guess))
+
+
 @dataclass(frozen=True)
 class ChunkedPrefill:
     """One prompt prefilled beside a running decode batch, whole or in chunks (times in s).
@@ -385,7 +413,8 @@ def size_mixed_pool(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, tp_d
     """The instances that prefill and decode together, with chunked prefill, within ``slo``.
 
     For each batch B that fits in memory, the chunk is the most prompt tokens a step can
-    carry beside B decodes and stay within the TPOT target (at most one prompt per step);
+    carry beside B decodes and stay within the TPOT target (:func:`max_prefill_tokens`, at
+    most one prompt per step);
     a prompt then takes ``t_s`` = :func:`chunked_prefill` of it, and the prompts of an
     instance queue for that one chunk slot as an M/D/1 queue whose wait must fit in
     ``ttft_s - t_s``. Decode steps last ``T_f`` while a prompt is in progress (a share
@@ -400,24 +429,13 @@ def size_mixed_pool(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, tp_d
     kw = _precision(dtype, bytes_per_param, bytes_per_elem, tp, overlap)
     ctx, s = workload.mean_decode_context, workload.prompt_len
     mem = _memory_batch(model, gpu, workload.final_len, tp, bytes_per_param, bytes_per_elem, reserve_fraction)
-    # Closed-form starting points for the chunk search: the compute and the memory limit.
-    per_token = 2 * model.n_active_params / (tp * gpu.peak_flops(dtype))
-    bw, w = gpu.hbm_bandwidth_Bps, weight_bytes(model, bytes_per_param) / tp
-    kv_tok = kv_bytes_per_token(model, bytes_per_elem, tp)
-    kv_seq = kv_tok * ctx
     best = None
     for b in range(1, mem + 1):
-        def step(p, b=b):
-            return mixed_step_time_s(model, gpu, decode_batch=b, context_len=ctx, prefill_tokens=p, **kw)
-
-        t_d = step(0)
+        t_d = mixed_step_time_s(model, gpu, decode_batch=b, context_len=ctx, prefill_tokens=0, **kw)
         if t_d > slo.tpot_s:
             break
-        if overlap:
-            guess = min(slo.tpot_s / per_token - b, (slo.tpot_s * bw - w - b * kv_seq) / kv_tok)
-        else:
-            guess = (slo.tpot_s - per_token * b - (w + b * kv_seq) / bw) / (per_token + kv_tok / bw)
-        chunk = min(s, _largest_int(lambda p: step(p) <= slo.tpot_s, guess))
+        chunk = min(s, max_prefill_tokens(model, gpu, decode_batch=b, context_len=ctx, step_target_s=slo.tpot_s,
+                                          **kw))
         if chunk < 1:
             continue
         cp = chunked_prefill(model, gpu, prompt_len=s, decode_batch=b, context_len=ctx,

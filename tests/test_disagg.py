@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from servelib.disagg import (SLO, InfeasibleSLO, Workload, chunked_prefill, kv_transfer_bytes, mixed_step_time_s,
-                             prefill_slack_tokens, size_decode_pool, size_disaggregated, size_mixed_pool,
+from servelib.disagg import (SLO, InfeasibleSLO, Workload, chunked_prefill, kv_transfer_bytes, max_prefill_tokens,
+                             mixed_step_time_s, prefill_slack_tokens, size_decode_pool, size_disaggregated, size_mixed_pool,
                              size_prefill_pool, transfer_time_s, usd_per_million_tokens)
 from servelib.hardware import get_gpu
 from servelib.memory import capacity
@@ -66,6 +66,19 @@ def test_prefill_slack_is_where_the_step_turns_compute_bound():
     assert p == 332
     # A batch that is already compute-bound has no slack.
     assert prefill_slack_tokens(M, H100, decode_batch=2000, context_len=1, tp_degree=4) == 0
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("target", [0.015, 0.02, 0.05])
+def test_max_prefill_tokens_is_the_largest_chunk_within_the_target(overlap, target):
+    kw = dict(decode_batch=64, context_len=2304, tp_degree=4, overlap=overlap)
+    p = max_prefill_tokens(M, H100, step_target_s=target, **kw)
+    assert mixed_step_time_s(M, H100, prefill_tokens=p, **kw) <= target
+    assert mixed_step_time_s(M, H100, prefill_tokens=p + 1, **kw) > target
+    # Compute-bound chunks: about target x tp x peak / 2P tokens in all, decode tokens included.
+    if overlap:
+        assert p + 64 == pytest.approx(target * 4 * 989.5e12 / (2 * M.n_active_params), abs=1)
+    assert max_prefill_tokens(M, H100, step_target_s=0.01, **kw) == 0      # the decode step alone is 14 ms
 
 
 def test_chunked_prefill_bounds_the_stall_and_spreads_the_work():

@@ -27,6 +27,7 @@ from ..roofline import compute_utilization, decode_intensity, decode_tokens_per_
 from ..sim import simulate, workloads
 from .findings import Finding
 from .plan import CapacityPlan
+from .pools import pool_findings
 
 #: Working-space reserve the audit uses where a plan kept none: the syllabus's "~10%".
 SOUND_RESERVE_FRACTION = 0.10
@@ -394,6 +395,8 @@ def audit(plan: CapacityPlan) -> list[Finding]:
         findings += _ptu_findings(plan, d)
     if plan.has_self_hosting:
         findings += _self_hosting_findings(plan, d)
+    if d.weights_fit:
+        findings += pool_findings(plan, d.decode_batch, d.tpot_s)
     for f in findings:
         found.setdefault(f.code, f)
     return list(found.values())

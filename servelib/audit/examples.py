@@ -99,6 +99,9 @@ def mistake_plans() -> dict[str, CapacityPlan]:
             s, "max-tp-degree", "TP=8 for a target that TP=2 meets", target_concurrency=30),
         "shared-interactive-batch": _with(
             s, "shared-interactive-batch", "chat and overnight batch on one endpoint", shared_tiers=True),
+        "one-pool-tight-slos": _with(
+            s, "one-pool-tight-slos", "chat held to 30 ms a token on one pool that prefills whole prompts",
+            ttft_slo_s=0.5, tpot_slo_s=0.03),
         "claimed-number-wrong": _with(
             s, "claimed-number-wrong", "KV per token counted for K only",
             claimed_kv_bytes_per_token=kv_right / 2),

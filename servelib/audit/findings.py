@@ -72,6 +72,12 @@ CODES = {
         "Interactive and batch tiers on one deployment",
         "A batch size that suits overnight throughput gives chat users slow tokens and one that "
         "suits chat wastes the batch tier's hardware, so one tier is always wrong."),
+    "one-pool-tight-slos": (
+        "One pool for prefill and decode under a tight token-latency target",
+        "A step that carries a prompt lasts as long as the prompt's arithmetic and every sequence "
+        "decoding beside it waits that long for its next token, so a pool that puts whole prompts "
+        "into decode steps misses a TPOT target below that step; chunk prompts to fit the target "
+        "or run prefill and decode on separate pools, whichever carries the load on fewer GPUs."),
     "claimed-number-wrong": (
         "A claimed number does not follow from the plan",
         "The plan states a figure that servelib recomputes differently from the plan's own "
