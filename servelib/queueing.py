@@ -6,10 +6,10 @@ Two results, each exact for its model and stated with its assumption:
   ``lambda``) and a prefill instance serves them one at a time, each in a fixed time ``s``
   (the roofline prefill time of one prompt). Its utilisation is ``rho = lambda * s``. The
   mean wait before service is the Pollaczek-Khinchine formula for deterministic service,
-  ``rho * s / (2 (1 - rho))`` (Kleinrock, *Queueing Systems* vol. 1, 1975, eq. 5.73 with
-  zero service variance). A percentile of the wait uses two facts: the probability of
-  waiting at all is exactly ``rho`` (Kleinrock 5.55), and Kingman's martingale bound
-  ``P(W > t) <= exp(-theta t)`` (Kingman 1964), where ``theta`` is the positive root of
+  ``rho * s / (2 (1 - rho))`` (the M/G/1 queue with zero service variance; Kleinrock,
+  *Queueing Systems* vol. 1, 1975, ch. 5). A percentile of the wait uses two facts: the
+  probability of waiting at all is exactly ``rho`` (same chapter), and Kingman's martingale
+  bound ``P(W > t) <= exp(-theta t)`` (Kingman 1964), where ``theta`` is the positive root of
   ``lambda (exp(theta s) - 1) = theta``. Writing ``x = theta s``, the root depends on the
   utilisation alone: ``rho (e^x - 1) = x``.
 * **Decode as an M/G/infinity occupancy.** Requests that arrive at random and each stay a
@@ -63,6 +63,27 @@ def md1_mean_wait_s(arrival_rate_per_s: float, service_s: float) -> float:
     """
     rho, s = _utilization(arrival_rate_per_s, service_s)
     return rho * s / (2 * (1 - rho))
+
+
+def lindley_waits(interarrival_s, service_s: float) -> np.ndarray:
+    """Waits before service (s) of successive requests at one server with a fixed service time,
+    by Lindley's recursion ``W[k+1] = max(0, W[k] + service_s - A[k])``, the first request
+    finding the server idle. ``interarrival_s[k]``: the gap between request k and k + 1.
+
+    A simulation to hold the closed forms of this module against: with exponential gaps it
+    is an M/D/1 queue. Example: gaps 0.5, 0.5, 2 with a 1 s service give waits 0, 0.5, 1, 0.
+    Raises ValueError for a negative gap or a service time that is not > 0.
+    """
+    s = _check.positive("service_s", service_s)
+    gaps = np.asarray(interarrival_s, dtype=float)
+    if gaps.ndim != 1 or not np.all(np.isfinite(gaps)) or np.any(gaps < 0):
+        raise ValueError("interarrival_s must be a 1-D sequence of finite gaps >= 0 (seconds)")
+    w = np.empty(gaps.size + 1)
+    x = w[0] = 0.0
+    for k, a in enumerate(gaps.tolist()):
+        x = max(0.0, x + s - a)
+        w[k + 1] = x
+    return w
 
 
 def _kingman_x(rho):

@@ -73,7 +73,6 @@ def test_prefill_slack_is_where_the_step_turns_compute_bound():
 def test_max_prefill_tokens_is_the_largest_chunk_within_the_target(overlap, target):
     kw = dict(decode_batch=64, context_len=2304, tp_degree=4, overlap=overlap)
     p = max_prefill_tokens(M, H100, step_target_s=target, **kw)
-    assert p > 0 or mixed_step_time_s(M, H100, prefill_tokens=0, **kw) > target - 1e-3
     assert p == 0 or mixed_step_time_s(M, H100, prefill_tokens=p, **kw) <= target
     assert mixed_step_time_s(M, H100, prefill_tokens=p + 1, **kw) > target
     # Compute-bound chunks: about target x tp x peak / 2P tokens in all, decode tokens included.

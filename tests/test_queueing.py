@@ -4,24 +4,26 @@ import math
 import numpy as np
 import pytest
 
-from servelib.queueing import (max_mean_occupancy, md1_max_utilization, md1_mean_wait_s, md1_wait_percentile_s,
-                               md1_wait_s, poisson_percentile)
+from servelib.queueing import (lindley_waits, max_mean_occupancy, md1_max_utilization, md1_mean_wait_s,
+                               md1_wait_percentile_s, md1_wait_s, poisson_percentile)
 
 
-def lindley_waits(rho, service_s=1.0, n=200_000, seed=0):
-    """Waits of an M/D/1 queue by Lindley's recursion W' = max(0, W + s - A): an independent check."""
+def simulated_waits(rho, service_s=1.0, n=200_000, seed=0):
+    """Waits of a simulated M/D/1 queue: the closed forms' independent check."""
     gaps = np.random.default_rng(seed).exponential(service_s / rho, n)
-    w = np.empty(n)
-    x = 0.0
-    for i, a in enumerate(gaps):
-        w[i] = x
-        x = max(0.0, x + service_s - a)
-    return w[n // 20:]           # drop the warm-up from an empty queue
+    return lindley_waits(gaps, service_s)[n // 20:]       # drop the warm-up from an empty queue
+
+
+def test_lindley_by_hand():
+    assert lindley_waits([0.5, 0.5, 2], 1.0).tolist() == [0, 0.5, 1.0, 0]
+    assert lindley_waits([], 1.0).tolist() == [0]
+    with pytest.raises(ValueError, match="interarrival_s"):
+        lindley_waits([-1], 1.0)
 
 
 @pytest.mark.parametrize("rho", [0.3, 0.6, 0.85])
 def test_mean_wait_matches_a_simulated_queue(rho):
-    w = lindley_waits(rho)
+    w = simulated_waits(rho)
     assert w.mean() == pytest.approx(md1_mean_wait_s(rho, 1.0), rel=0.05)
     assert (w > 0).mean() == pytest.approx(rho, abs=0.01)     # P(wait) = rho exactly
 
@@ -29,7 +31,7 @@ def test_mean_wait_matches_a_simulated_queue(rho):
 @pytest.mark.parametrize("rho", [0.3, 0.6, 0.85])
 @pytest.mark.parametrize("pct", [50, 90, 99])
 def test_percentile_bound_holds_and_is_not_loose(rho, pct):
-    w = lindley_waits(rho)
+    w = simulated_waits(rho)
     bound = md1_wait_percentile_s(rho, 1.0, pct)
     got = np.percentile(w, pct)
     assert got <= bound + 1e-9
