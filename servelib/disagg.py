@@ -33,7 +33,8 @@ from .roofline import prefill_flops, serial_step_time_s, step_time_s
 
 class InfeasibleSLO(ValueError):
     """No pool size meets the latency target: the reason names the step or prefill that is
-    already too slow on one instance (raise its TP degree, or relax the target)."""
+    already too slow on one instance, or the model that does not fit one (raise its TP
+    degree, or relax the target)."""
 
 
 def _largest_int(ok, guess: float, lo: int = 0, hi: int | None = None) -> int:
@@ -333,7 +334,7 @@ def _memory_batch(model, gpu, context_len, tp, bytes_per_param, bytes_per_elem, 
     cap = capacity(model, gpu, n_gpus=tp, context_len=context_len, tp_degree=tp, bytes_per_param=bytes_per_param,
                    bytes_per_elem=bytes_per_elem, reserve_fraction=reserve_fraction)
     if cap.sequences_per_replica < 1:
-        raise ValueError(f"{model.name} with one {context_len}-token sequence does not fit tp_degree={tp} "
+        raise InfeasibleSLO(f"{model.name} with one {context_len}-token sequence does not fit tp_degree={tp} "
                          f"x {gpu.name}; raise tp_degree")
     return cap.sequences_per_replica
 
@@ -350,8 +351,8 @@ def size_prefill_pool(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, tp
     token). The wait budget ``ttft_s - t_p - transfer_s`` caps each instance's utilisation
     (:func:`servelib.queueing.md1_max_utilization` at ``slo.percentile``), and n is the
     fewest instances that keep every one under that cap. Raises :class:`InfeasibleSLO` when
-    ``t_p + transfer_s`` alone exceeds the TTFT target, ValueError when one prompt does not
-    fit an instance.
+    ``t_p + transfer_s`` alone exceeds the TTFT target or one prompt does not fit an
+    instance.
     """
     gpu = _check_sizing(model, gpu, workload, slo)
     tp = _check.positive_int("tp_degree", tp_degree)
@@ -385,7 +386,7 @@ def size_decode_pool(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, tp_
     holds a Poisson number of them with mean ``r (output_len - 1) step``; r is capped so
     that this count exceeds B at most ``100 - percentile`` percent of the time
     (:func:`servelib.queueing.max_mean_occupancy`). Raises :class:`InfeasibleSLO` when even
-    a batch of one is slower than the target, ValueError when one sequence does not fit.
+    a batch of one is slower than the target or one sequence does not fit an instance.
     """
     gpu = _check_sizing(model, gpu, workload, slo)
     tp = _check.positive_int("tp_degree", tp_degree)
@@ -422,7 +423,8 @@ def size_mixed_pool(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, tp_d
     ``(output_len - 1) / (rho / T_f + (1 - rho) / T_d)``; its Poisson occupancy must stay
     within B as for :func:`size_decode_pool`. An instance carries the smaller of the two
     rates, the best B is kept, and n is the fewest instances that carry the workload.
-    Raises :class:`InfeasibleSLO` when no batch meets both targets.
+    Raises :class:`InfeasibleSLO` when no batch meets both targets or one sequence does
+    not fit an instance.
     """
     gpu = _check_sizing(model, gpu, workload, slo)
     tp = _check.positive_int("tp_degree", tp_degree)
@@ -514,3 +516,35 @@ def usd_per_million_tokens(n_gpus: int, workload: Workload, usd_per_gpu_hour: fl
     _check.instance("workload", workload, Workload)
     monthly = n * _check.non_negative("usd_per_gpu_hour", usd_per_gpu_hour) * HOURS_PER_MONTH
     return self_hosted_unit_cost(monthly, workload.tokens_per_s * SECONDS_PER_MONTH) * 1000
+
+
+def _fewest(candidates):
+    best = None
+    for size in candidates:
+        try:
+            found = size()
+        except InfeasibleSLO:
+            continue
+        if best is None or found.n_gpus < best.n_gpus:
+            best = found
+    return best
+
+
+def cheapest_mixed_pool(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, tp_degrees=(1, 2, 4, 8),
+                        **kwargs) -> Pool | None:
+    """The :func:`size_mixed_pool` with the fewest GPUs over ``tp_degrees`` (the first in
+    order on a tie), or None when no degree meets ``slo``. ``kwargs``: precision,
+    ``reserve_fraction`` and ``overlap``, as :func:`size_mixed_pool`."""
+    return _fewest(lambda tp=tp: size_mixed_pool(model, gpu, workload, slo, tp_degree=tp, **kwargs)
+                   for tp in tp_degrees)
+
+
+def cheapest_disaggregated(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, link_Bps: float,
+                           tp_degrees=(1, 2, 4, 8), **kwargs) -> Disaggregated | None:
+    """The :func:`size_disaggregated` with the fewest GPUs over every pair of prefill and
+    decode degrees in ``tp_degrees`` (the first in order on a tie), or None when no pair
+    meets ``slo``. ``kwargs``: ``link_latency_s``, precision, ``reserve_fraction`` and
+    ``overlap``, as :func:`size_disaggregated`."""
+    return _fewest(lambda a=a, b=b: size_disaggregated(model, gpu, workload, slo, prefill_tp=a, decode_tp=b,
+                                                       link_Bps=link_Bps, **kwargs)
+                   for a in tp_degrees for b in tp_degrees)

@@ -4,8 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from servelib.disagg import (SLO, InfeasibleSLO, Workload, chunked_prefill, kv_transfer_bytes, max_prefill_tokens,
-                             mixed_step_time_s, prefill_slack_tokens, size_decode_pool, size_disaggregated, size_mixed_pool,
+from servelib.disagg import (SLO, InfeasibleSLO, Workload, cheapest_disaggregated, cheapest_mixed_pool,
+                             chunked_prefill, kv_transfer_bytes, max_prefill_tokens, mixed_step_time_s,
+                             prefill_slack_tokens, size_decode_pool, size_disaggregated, size_mixed_pool,
                              size_prefill_pool, transfer_time_s, usd_per_million_tokens)
 from servelib.hardware import get_gpu
 from servelib.memory import capacity
@@ -180,6 +181,16 @@ def test_the_chapter_scenario():
     assert d.kv_bytes_per_shard == 80 * MiB and round(d.transfer_s * 1e3, 2) == 1.78
 
 
+def test_cheapest_searches_the_tp_degrees():
+    mixed = cheapest_mixed_pool(M, H100, WL, SLO_TIGHT)
+    assert (mixed.tp_degree, mixed.n_gpus) == (8, 16)
+    split = cheapest_disaggregated(M, H100, WL, SLO_TIGHT, link_Bps=50e9, link_latency_s=1e-4)
+    everything = [size_disaggregated(M, H100, WL, SLO_TIGHT, prefill_tp=a, decode_tp=b, link_Bps=50e9,
+                                     link_latency_s=1e-4).n_gpus for a in (4, 8) for b in (4, 8)]
+    assert split.n_gpus == min(everything) == 24
+    assert cheapest_mixed_pool(M, H100, WL, SLO(0.3, 0.001)) is None
+
+
 def test_infeasible_targets_say_why():
     with pytest.raises(InfeasibleSLO, match="prefill takes"):
         size_prefill_pool(M, H100, WL, SLO(0.05, 0.015), tp_degree=2)
@@ -187,7 +198,7 @@ def test_infeasible_targets_say_why():
         size_decode_pool(M, H100, WL, SLO(0.3, 0.015), tp_degree=2)
     with pytest.raises(InfeasibleSLO, match="no batch"):
         size_mixed_pool(M, H100, WL, SLO(0.3, 0.015), tp_degree=2)
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(InfeasibleSLO, match="does not fit"):
         size_decode_pool(M, H100, WL, SLO_TIGHT, tp_degree=1)
     assert issubclass(InfeasibleSLO, ValueError)
 

@@ -13,8 +13,8 @@ from .registry import exercise
 
 
 @exercise("dis-1", rtol=0.01, unit="x")
-def _prompt_stretches_the_step(model="llama-3-70b", gpu="h100-sxm", tp_degree=4, decode_batch=64,
-                               context_len=2304, prompt_len=2048):
+def _prompt_stretches_the_step(model="llama-3-70b", gpu="h100-sxm", tp_degree=4, decode_batch=128,
+                               context_len=4096, prompt_len=1024):
     m = get_model(model)
     kw = dict(decode_batch=decode_batch, context_len=context_len, tp_degree=tp_degree)
     return (mixed_step_time_s(m, gpu, prefill_tokens=prompt_len, **kw)
@@ -22,7 +22,7 @@ def _prompt_stretches_the_step(model="llama-3-70b", gpu="h100-sxm", tp_degree=4,
 
 
 @exercise("dis-2", rtol=0.01, unit="tokens")
-def _free_prompt_tokens(model="llama-3-70b", gpu="h100-sxm", tp_degree=4, decode_batch=64, context_len=2304):
+def _free_prompt_tokens(model="llama-3-70b", gpu="h100-sxm", tp_degree=4, decode_batch=128, context_len=4096):
     return prefill_slack_tokens(get_model(model), gpu, decode_batch=decode_batch, context_len=context_len,
                                 tp_degree=tp_degree)
 
