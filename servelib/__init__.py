@@ -2,7 +2,7 @@
 
 Every number the book shows is computed here (or measured by :mod:`servelib.measure`).
 Modules, one idea each: ``units``, ``models``, ``hardware``, ``memory``, ``roofline``, ``published``,
-``measure``, ``sim``, ``economics``, ``grading``, ``audit``, ``plots``, ``widgets``.
+``measure``, ``sim``, ``queueing``, ``disagg``, ``economics``, ``grading``, ``audit``, ``plots``, ``widgets``.
 """
 __version__ = "0.1.0"
 
