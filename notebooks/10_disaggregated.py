@@ -81,7 +81,7 @@ plots.apply_style()
 # %% [markdown]
 # ## A prompt in a decode step
 #
-# A step processes every token scheduled in it ({term}`a mixed step <Mixed step>` when both
+# A step processes every token scheduled in it (a {term}`mixed batch <Mixed batch>` when both
 # kinds are there): one token for each of the $B$ sequences
 # that are decoding, and $p$ prompt tokens of a request being prefilled. Every weight
 # matrix multiplies all $B + p$ tokens at once, so the weights are read once for the
@@ -506,6 +506,11 @@ glue("hosted_price", f"${LLAMA_3_70B_HOSTED.usd_per_1k_input * 1000:.2f}")
 # %%
 # NBVAL_CHECK_OUTPUT
 mixed = rows["one pool", True]
+chunk = max_prefill_tokens(llama70, h100, decode_batch=mixed.batch, context_len=wl.mean_decode_context,
+                           step_target_s=slo.tpot_s, tp_degree=mixed.tp_degree)
+assert mixed.max_batched_tokens == mixed.batch + min(chunk, wl.prompt_len)
+print(f"sized: {mixed.n_instances} x TP={mixed.tp_degree}, batch up to {mixed.batch}, "
+      f"{chunk} prompt tokens a step beside them")
 check_run = replica(wl.arrival_rate_per_s / mixed.n_instances, mixed.max_batched_tokens, max_batch=mixed.batch)
 print(f"predicted: TTFT p90 at most {mixed.ttft_s * 1e3:.0f} ms, worst gap {mixed.step_s * 1e3:.1f} ms")
 print(f"simulated: TTFT p90 {check_run.percentile('ttft_s', 90) * 1e3:.0f} ms, "
