@@ -2,7 +2,8 @@
 
 Every number the book shows is computed here (or measured by :mod:`servelib.measure`).
 Modules, one idea each: ``units``, ``models``, ``hardware``, ``memory``, ``roofline``, ``published``,
-``precision``, ``quantization``, ``speculative``, ``measure``, ``sim``, ``economics``, ``grading``, ``audit``, ``plots``, ``widgets``.
+``precision``, ``quantization``, ``speculative``, ``measure``, ``sim``, ``queueing``,
+``disagg``, ``economics``, ``grading``, ``audit``, ``plots``, ``widgets``.
 """
 __version__ = "0.1.0"
 

@@ -28,6 +28,7 @@ from ..sim import simulate, workloads
 from .findings import Finding
 from .levers import quantization_findings, speculative_findings
 from .plan import CapacityPlan
+from .pools import pool_findings
 
 #: Working-space reserve the audit uses where a plan kept none: the syllabus's "~10%".
 SOUND_RESERVE_FRACTION = 0.10
@@ -401,6 +402,8 @@ def audit(plan: CapacityPlan) -> list[Finding]:
         findings += _self_hosting_findings(plan, d)
     model = plan_model(plan)
     findings += quantization_findings(plan, d, model) + speculative_findings(plan, d, model)
+    if d.weights_fit:
+        findings += pool_findings(plan, d.decode_batch, d.tpot_s)
     for f in findings:
         found.setdefault(f.code, f)
     return list(found.values())

@@ -106,6 +106,9 @@ def mistake_plans() -> dict[str, CapacityPlan]:
         "speculative-at-large-batch": _with(
             s, "speculative-at-large-batch", "a Llama-3-8B draft at every batch size",
             draft_model="llama-3-8b", draft_len=4, acceptance_rate=0.5),
+        "one-pool-tight-slos": _with(
+            s, "one-pool-tight-slos", "chat held to 30 ms a token on one pool that prefills whole prompts",
+            ttft_slo_s=0.5, tpot_slo_s=0.03),
         "claimed-number-wrong": _with(
             s, "claimed-number-wrong", "KV per token counted for K only",
             claimed_kv_bytes_per_token=kv_right / 2),

@@ -82,6 +82,12 @@ CODES = {
         "A speculative round is cheap only while reading the weights dominates each step, so "
         "at large batches, where the verification pass turns compute-bound and the draft's own "
         "KV reads grow with every sequence, a round costs more than the tokens it yields."),
+    "one-pool-tight-slos": (
+        "One pool for prefill and decode under a tight token-latency target",
+        "A step that carries a prompt lasts as long as the prompt's arithmetic and every sequence "
+        "decoding beside it waits that long for its next token, so a pool that puts whole prompts "
+        "into decode steps misses a TPOT target below that step; chunk prompts to fit the target "
+        "or run prefill and decode on separate pools, whichever carries the load on fewer GPUs."),
     "claimed-number-wrong": (
         "A claimed number does not follow from the plan",
         "The plan states a figure that servelib recomputes differently from the plan's own "

@@ -11,6 +11,7 @@ library ``tomllib``) whose tables group the fields::
                    replaces a preset GPU
     [serving]      batching, max_batch, admission, oversize_requests, shared_tiers, ...
     [workload]     prompt_len, output_lengths, output_fraction, monthly_tokens, ...
+    [slo]          ttft_s, tpot_s, percentile
     [claims]       kv_bytes_per_token, concurrency, concurrency_basis
     [payg]         usd_per_1k_input, usd_per_1k_output
     [ptu]          monthly_commitment_usd, capacity_tokens_per_month, break_even_utilization, ...
@@ -88,6 +89,10 @@ def _percentile(name, v):
     return _number(name, v, lo_open=False, hi=100.0, hi_open=False)
 
 
+def _open_percentile(name, v):
+    return _number(name, v, lo=0.0, hi=100.0)
+
+
 def _text(name, v):
     if not isinstance(v, str):
         raise PlanError(name, f"must be a string, got {type(v).__name__} {v!r}")
@@ -160,6 +165,8 @@ class CapacityPlan:
     ``monthly_commitment_usd`` and ``capacity_tokens_per_month``; a ``[self_hosting]`` table
     needs ``cost_lines``, ``gpu_usd_per_hour``, ``engineering_fte`` and ``usd_per_fte_year``.
     Both need ``[payg]`` prices and the workload's ``output_fraction`` and ``monthly_tokens``.
+    A latency target (``[slo]``) needs ``ttft_s`` and ``tpot_s``, and the workload's
+    ``output_fraction`` and ``monthly_tokens`` (the arrival rate and output length follow).
 
     Raises :class:`PlanError` (a ValueError) naming the field as ``table.key`` for a missing
     required field, a wrong type, a value out of range, an unknown preset, or an incomplete
@@ -231,6 +238,17 @@ class CapacityPlan:
     model_config_path: str | None = field(default=None, metadata={"toml": "model.config", "check": None,
                                                                   "doc": ""})
     gpu_table: dict | None = field(default=None, metadata={"toml": "gpu", "check": None, "doc": ""})
+    pools: str = _f("serving.pools", _one_of("mixed", "disaggregated"), "mixed",
+                    "prefill and decode on the same instances (mixed) or on separate pools")
+    max_batched_tokens: int | None = _f("serving.max_batched_tokens", _integer, None,
+                                        "chunked prefill: tokens per step (not stated: whole prompts in a step)")
+    kv_link_Bps: float | None = _f("serving.kv_link_Bps", _positive, None,
+                                   "bytes/s of each GPU's link to the other pool (separate pools)")
+    ttft_slo_s: float | None = _f("slo.ttft_s", _positive, None, "time-to-first-token target, seconds")
+    tpot_slo_s: float | None = _f("slo.tpot_s", _positive, None,
+                                  "target for every gap between two output tokens, seconds")
+    slo_percentile: float = _f("slo.percentile", _open_percentile, 90.0,
+                               "share of requests the TTFT target holds for")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -256,6 +274,7 @@ class CapacityPlan:
                             f"got {self.prompt_len}")
         self._require_group("ptu", ("monthly_commitment_usd", "capacity_tokens_per_month"),
                             ("usd_per_1k_input", "usd_per_1k_output", "output_fraction", "monthly_tokens"))
+        self._require_group("slo", ("ttft_slo_s", "tpot_slo_s"), ("output_fraction", "monthly_tokens"))
         self._require_group("self_hosting", ("cost_lines", "gpu_usd_per_hour", "engineering_fte",
                                              "usd_per_fte_year"),
                             ("usd_per_1k_input", "usd_per_1k_output", "output_fraction", "monthly_tokens"))
@@ -496,6 +515,6 @@ def plan_to_toml(plan: CapacityPlan) -> str:
     if plan.gpu_table:
         by_table.setdefault("deployment", []).insert(0, f"gpu = {_toml_value(plan.gpu)}")
         by_table["gpu"] = [f"{_toml_key(k)} = {_toml_value(x)}" for k, x in plan.gpu_table.items()]
-    order = ["plan", "deployment", "model", "gpu", "serving", "workload", "claims", "payg", "ptu",
+    order = ["plan", "deployment", "model", "gpu", "serving", "workload", "slo", "claims", "payg", "ptu",
              "self_hosting", "quantization", "speculative"]
     return "\n".join(f"[{t}]\n" + "\n".join(by_table[t]) + "\n" for t in order if t in by_table)

@@ -1,0 +1,731 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Disaggregated prefill and decode
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/10_disaggregated.ipynb)
+#
+# A serving replica does two jobs with opposite bottlenecks: it reads prompts, which is
+# arithmetic, and it writes answers one token at a time, which is memory traffic. Put both
+# in the same step and the step lasts as long as the prompt's arithmetic, so every user
+# in the middle of an answer waits for someone else's prompt. Chunked prefill cuts the
+# prompt into slices; {term}`disaggregated serving <Disaggregated serving>` moves prompts to
+# GPUs of their own and ships each prompt's KV cache to the GPUs that decode it. This
+# chapter derives what a prompt does to a decode step, what chunking buys, what the KV
+# transfer costs, how many GPUs each pool needs for a latency target, and when one pool or
+# two is cheaper.
+#
+# **You will be able to**
+# 1. derive the time of a step that carries prompt tokens beside a decode batch, and the prompt tokens such a step carries almost for free;
+# 2. say what chunked prefill buys (a bounded stall per step) and what it does not (capacity: the prompt's work stays on the same GPUs), and read the TTFT-vs-TPOT trade it sets;
+# 3. compute the KV bytes a request moves between pools and their time over a link;
+# 4. size a prefill pool and a decode pool for a {term}`TTFT` and a {term}`TPOT` target with an {term}`M/D/1 queue` and a Poisson batch;
+# 5. compare the GPUs and the cost per million tokens of one pool and of two at the same targets, and say what the answer depends on;
+# 6. catch three beginner mistakes: a decode-only TPOT for a pool that also prefills, a prefill pool sized to its average load, and a decode batch sized by memory alone.
+
+# %%
+# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# already installed (README). Then it reports the device that measurements will use.
+import importlib.util
+import subprocess
+import sys
+
+REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
+if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
+                   check=True)
+
+from servelib.measure import measure_ceilings, pick_device
+
+DEVICE = pick_device()
+print(f"measuring on {DEVICE}")
+
+# %%
+import math
+
+import numpy as np
+
+from servelib import plots
+from servelib.audit.examples import mistake_plans
+from servelib.audit.report import finding_lines
+from servelib.book import glue
+from servelib.disagg import (SLO, Workload, cheapest_disaggregated, cheapest_mixed_pool, chunked_prefill,
+                             kv_transfer_bytes, max_prefill_tokens, mixed_step_time_s, prefill_slack_tokens,
+                             size_decode_pool, size_prefill_pool, transfer_time_s, usd_per_million_tokens)
+from servelib.economics import H100_USD_PER_GPU_HOUR, LLAMA_3_70B_HOSTED
+from servelib.grading import check
+from servelib.hardware import get_gpu, ridge_point
+from servelib.measure.mixed import token_sweep
+from servelib.memory import capacity
+from servelib.models import get_model
+from servelib.queueing import lindley_waits, md1_wait_s
+from servelib.roofline import predict_tpot_s, predict_ttft_s
+from servelib.sim import roofline_step_time, simulate, workloads
+from servelib.units import fmt_bytes
+
+plots.apply_style()
+
+# %% [markdown]
+# ## A prompt in a decode step
+#
+# A step processes every token scheduled in it (a {term}`mixed batch <Mixed batch>` when both
+# kinds are there): one token for each of the $B$ sequences
+# that are decoding, and $p$ prompt tokens of a request being prefilled. Every weight
+# matrix multiplies all $B + p$ tokens at once, so the weights are read once for the
+# step; the decoding sequences' KV caches are read, and the prompt tokens' keys and values
+# written. With $P$ parameters, $W$ bytes of weights, KV bytes per token $kv$ and the
+# decoding sequences at context $c$, split over $t$ devices of peak $F$ FLOP/s and
+# bandwidth $BW$:
+#
+# $$
+# T_{\text{mixed}}(B, p) = \max\left(\frac{2P\,(B + p)}{t\,F},\;
+#   \frac{W/t + B \cdot kv \cdot c + p \cdot kv}{BW}\right).
+# $$
+#
+# With $p = 0$ this is the decode step of the roofline chapter; with $B = 0$ it is a
+# prefill. A decode step is far below the ridge point, so its time is the memory term; a
+# prompt of a few thousand tokens is far above it, so the mixed step's time is the compute
+# term, and the decoding sequences wait for it. Take Llama-3-70B on eight H100s (TP=8),
+# 64 sequences decoding at 2,304 tokens of context, and a 2,048-token prompt arriving.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+llama70, h100 = get_model("llama-3-70b"), get_gpu("h100-sxm")
+TP, B, CTX, PROMPT = 8, 64, 2304, 2048
+at = dict(decode_batch=B, context_len=CTX, tp_degree=TP)
+decode_ms = mixed_step_time_s(llama70, h100, prefill_tokens=0, **at) * 1e3
+mixed_ms = mixed_step_time_s(llama70, h100, prefill_tokens=PROMPT, **at) * 1e3
+print(f"decode step, {B} sequences:            {decode_ms:6.2f} ms")
+print(f"the same step with a {PROMPT:,}-token prompt: {mixed_ms:6.2f} ms ({mixed_ms / decode_ms:.1f}x)")
+# The two ends are the book's own predictions.
+assert decode_ms / 1e3 == predict_tpot_s(llama70, h100, B, CTX, tp_degree=TP)
+assert mixed_step_time_s(llama70, h100, decode_batch=0, context_len=1, prefill_tokens=PROMPT,
+                         tp_degree=TP) == predict_ttft_s(llama70, h100, PROMPT, tp_degree=TP)
+assert (round(decode_ms, 2), round(mixed_ms, 1), round(mixed_ms / decode_ms, 1)) == (7.07, 37.6, 5.3)
+
+# %% tags=["remove-cell"]
+glue("decode_ms", f"{decode_ms:.1f} ms")
+glue("mixed_ms", f"{mixed_ms:.1f} ms")
+glue("mixed_ratio", f"{mixed_ms / decode_ms:.1f}x")
+
+# %% [markdown]
+# The prompt stretches the step from {glue:text}`decode_ms` to {glue:text}`mixed_ms`,
+# {glue:text}`mixed_ratio`: for that step, 64 users see their answer pause for the
+# length of a prefill. The figure shows the step time as prompt tokens join the batch.
+
+# %%
+slack = prefill_slack_tokens(llama70, h100, **at)
+ps = np.unique(np.geomspace(1, 4096, 60).astype(int))
+fig, ax = plots.new_axes("prompt tokens in the step", "step time (ms)",
+                         f"Llama-3-70B, TP={TP} on H100, {B} sequences decoding", logx=True)
+for overlap, style, name in ((True, "-", "compute and memory overlapped (max)"),
+                             (False, ":", "not overlapped (sum)")):
+    ax.plot(ps, [mixed_step_time_s(llama70, h100, prefill_tokens=int(p), overlap=overlap, **at) * 1e3 for p in ps],
+            style, color="C0", label=name)
+ax.axhline(decode_ms, color="grey", lw=0.8, ls="--", label="decode step alone")
+ax.axvline(slack, color="C1", lw=0.8, ls="--", label=f"{slack} tokens: compute = memory")
+ax.legend()
+fig.tight_layout()
+
+# %% tags=["remove-cell"]
+glue("slack", f"{slack}")
+glue("slack_ridge", f"{ridge_point(h100):.0f}")
+
+# %% [markdown]
+# *Figure: the step's time against the prompt tokens it carries, both roofline bounds.
+# Up to {glue:text}`slack` prompt tokens the step stays memory-bound and barely moves
+# (the solid line is flat): the prompt uses arithmetic the decode step leaves idle. Past
+# that point every token adds its own compute time. The dotted line assumes the step's
+# arithmetic and memory traffic do not overlap at all: then there is no free ride, and
+# each prompt token lengthens the step from the first.*
+#
+# Setting compute time equal to memory time gives the prompt tokens a decode step carries
+# before it turns compute-bound:
+#
+# $$
+# p^* = \frac{(W/t + B \cdot kv \cdot c)}{BW} \cdot \frac{t F}{2P} - B
+# $$
+#
+# (a little less once the prompt's KV writes are counted), which is
+# `prefill_slack_tokens`: {glue:text}`slack` here. It is the ridge point in disguise: the
+# weights bring about one FLOP per byte per token, so the step has room for roughly
+# ridge-point ({glue:text}`slack_ridge`) tokens in all, decode tokens included, plus what
+# the KV reads add.
+#
+# ## Measure: tokens joining a weight-bound product
+#
+# Whether a step gets that free ride depends on the kernels. A linear layer applied to the
+# step's tokens is the part every token shares. Below, one layer's weight matrix (too big
+# for the caches) multiplies a growing number of token rows on this machine, timed with
+# warm-up and medians, beside both predictions from the machine's measured ceilings.
+
+# %%
+ceil = measure_ceilings(DEVICE, min_run_time=0.3)
+counts = [2**k for k in range(0, 9 if DEVICE.kind == "cpu" else 12)]
+sweep = token_sweep(counts, device=DEVICE, ceilings=ceil)
+print(f"{DEVICE}; measured ceilings {ceil.matmul_flops / 1e12:.2f} TFLOP/s, "
+      f"{ceil.copy_bandwidth_Bps / 1e9:.0f} GB/s (ridge {ceil.ridge:.0f} FLOP/byte); d_model {sweep[0].d_model}")
+print(f"{'tokens':>7}{'measured':>11}{'max bound':>11}{'sum bound':>11}")
+for pt in sweep:
+    print(f"{pt.tokens:>7}{pt.step_s * 1e3:>8.2f} ms{pt.predicted_step_s * 1e3:>8.2f} ms"
+          f"{pt.predicted_serial_s * 1e3:>8.2f} ms")
+fig, ax = plots.new_axes("token rows in the product", "time (ms)", "one linear layer, measured here", logx=True)
+ax.plot(counts, [pt.step_s * 1e3 for pt in sweep], "o-", label="measured (median)")
+ax.plot(counts, [pt.predicted_step_s * 1e3 for pt in sweep], "--", label="roofline, max(compute, memory)")
+ax.plot(counts, [pt.predicted_serial_s * 1e3 for pt in sweep], ":", label="compute + memory")
+ax.set_yscale("log")
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: the time of one weight-bound product against the tokens in it, measured here
+# (a busy, shared machine gives noisy figures; the device, dtype and library versions are
+# printed above). Notice the flat start, where extra tokens ride on the weight read, and
+# the rise once arithmetic dominates. The two bounds use ceilings measured with large,
+# well-shaped operations: measured points between them show how much of the arithmetic
+# this machine overlaps with the memory traffic; points above both show a product too
+# small to reach either ceiling, common for a few rows on a CPU. A serving step also reads
+# each sequence's KV cache in separate attention kernels, which the free ride does not
+# cover.*
+#
+# ## Chunked prefill: what it buys
+#
+# {term}`Chunked prefill <Chunked prefill>` caps the tokens a step processes
+# (`max_batched_tokens`): decode tokens first, the prompt in the rest. A
+# {glue:text}`prompt_len`-token prompt beside the same 64 decodes, whole or in chunks:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+chunks = [None, 2048, 1024, 512, B + slack, 256]
+print(f"{'max_batched_tokens':>18}{'steps':>6}{'worst step':>12}{'prompt TTFT':>13}"
+      f"{'stall, all steps':>18}{'stall, no overlap':>19}")
+runs = {}
+for c in chunks:
+    cp = chunked_prefill(llama70, h100, prompt_len=PROMPT, max_batched_tokens=c, **at)
+    serial = chunked_prefill(llama70, h100, prompt_len=PROMPT, max_batched_tokens=c, overlap=False, **at)
+    runs[c] = cp
+    print(f"{str(c):>18}{cp.n_steps:>6}{cp.step_s * 1e3:>9.1f} ms{cp.ttft_s * 1e3:>10.1f} ms"
+          f"{cp.total_stall_s * 1e3:>15.1f} ms{serial.total_stall_s * 1e3:>16.1f} ms")
+assert runs[None].step_s > 5 * runs[512].decode_step_s and runs[B + slack].total_stall_s < 0.5e-3
+assert [round(runs[c].ttft_s * 1e3, 1) for c in (None, 512, 256)] == [37.6, 43.6, 77.8]
+
+# %% tags=["remove-cell"]
+glue("prompt_len", f"{PROMPT:,}")
+glue("chunk_free", f"{B + slack}")
+glue("stall_whole", f"{runs[None].total_stall_s * 1e3:.1f} ms")
+glue("worst_512", f"{runs[512].step_s * 1e3:.1f} ms")
+glue("ttft_whole", f"{runs[None].ttft_s * 1e3:.1f} ms")
+glue("ttft_256", f"{runs[256].ttft_s * 1e3:.1f} ms")
+glue("stall_serial", f"{serial.total_stall_s * 1e3:.1f} ms")
+
+# %% [markdown]
+# The worst gap between two tokens falls with the chunk, to {glue:text}`worst_512` at 512
+# tokens a step: chunking bounds the stall of every step. The total the decoding sequences
+# wait over the prompt's steps, {glue:text}`stall_whole` when the prompt runs whole, falls
+# only by the part of the prompt that rides free: in every step, the tokens beyond the
+# {glue:text}`chunk_free`-token free ride (decode tokens included) still cost their full
+# arithmetic, on these same GPUs. Chunks within the free ride hide the prompt entirely,
+# and only if the hardware overlaps arithmetic with memory traffic: in the last column,
+# without overlap, every chunk size costs the same {glue:text}`stall_serial`. Meanwhile
+# the prompt's own TTFT grows as the chunks shrink, from {glue:text}`ttft_whole` to
+# {glue:text}`ttft_256`, because each step carries fewer of its tokens.
+#
+# ## What chunking does not buy: capacity
+#
+# Now a stream of traffic on one such replica, in the simulator (whose step times are the
+# roofline's overlapped bound): requests with 2,048-token prompts and 256-token answers
+# arrive at random, 16 a second. The targets ({term}`SLOs <SLO>`): 90% of requests see their
+# first token within 300 ms, and no gap between two tokens exceeds 15 ms.
+
+# %%
+TP_SIM = 8
+cap8 = capacity(llama70, h100, n_gpus=TP_SIM, context_len=2304, tp_degree=TP_SIM)
+kv_tokens = int(cap8.kv_budget_bytes_per_device // cap8.kv_bytes_per_token_per_device)
+step8 = roofline_step_time(llama70, h100, tp_degree=TP_SIM)
+
+
+def replica(rate, chunk, max_batch=256, n=3000):
+    """One TP=8 replica of Llama-3-70B serving 2,048 + 256-token requests at ``rate`` per second."""
+    reqs = workloads.make_requests(workloads.poisson_arrivals(n, rate, seed=1), 2048, 256)
+    return simulate(reqs, max_batch=max_batch, kv_capacity_tokens=kv_tokens, max_batched_tokens=chunk,
+                    step_time_s=step8)
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+TTFT_P90, TPOT_MAX = 0.3, 0.015
+sims = {(rate, c): replica(rate, c) for rate, cs in ((16, (None, 2048, 1024, 512, 256)), (24, (1024, 512)))
+        for c in cs}
+print(f"{'rate':>5}{'max_batched_tokens':>19}{'TTFT p90':>10}{'worst gap':>11}  both targets met")
+for (rate, c), r in sims.items():
+    ttft90, worst = r.percentile("ttft_s", 90), r.trace.step_s.max()
+    ok = ttft90 <= TTFT_P90 and worst <= TPOT_MAX
+    print(f"{rate:>5}{str(c):>19}{ttft90 * 1e3:>7.0f} ms{worst * 1e3:>8.1f} ms  {'yes' if ok else 'no'}")
+met = {k: r.percentile("ttft_s", 90) <= TTFT_P90 and r.trace.step_s.max() <= TPOT_MAX for k, r in sims.items()}
+assert met == {(16, None): False, (16, 2048): False, (16, 1024): False, (16, 512): True, (16, 256): False,
+               (24, 1024): False, (24, 512): False}
+
+# %% tags=["remove-cell"]
+glue("sim_worst_none", f"{sims[16, None].trace.step_s.max() * 1e3:.0f} ms")
+glue("sim_ttft_256", f"{sims[16, 256].percentile('ttft_s', 90) * 1e3:.0f} ms")
+glue("sim_ttft_24", f"{sims[24, 512].percentile('ttft_s', 90):.1f} s")
+prefill_share = 24 * predict_ttft_s(llama70, h100, 2048, tp_degree=TP_SIM)     # seconds of prefill per second
+assert round(prefill_share, 2) == 0.88
+glue("prefill_share", f"{prefill_share:.0%}")
+
+# %%
+fig, ax = plots.new_axes("worst gap between two tokens (ms)", "TTFT p90 (ms)",
+                         "one TP=8 replica, 2,048 + 256-token requests", logx=False, logy=True)
+for rate, marker in ((16, "o"), (24, "s")):
+    pts = [(c, r) for (q, c), r in sims.items() if q == rate]
+    ax.plot([r.trace.step_s.max() * 1e3 for _, r in pts], [r.percentile("ttft_s", 90) * 1e3 for _, r in pts],
+            marker, label=f"{rate} requests/s")
+    for c, r in pts:
+        ax.annotate(str(c), (r.trace.step_s.max() * 1e3, r.percentile("ttft_s", 90) * 1e3), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")
+ax.fill_between([0, TPOT_MAX * 1e3], 50, TTFT_P90 * 1e3, color="C2", alpha=0.15, label="both targets met")
+ax.set_xlim(0, None)
+ax.set_ylim(50, None)
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: each point is one run, labelled with its `max_batched_tokens`. At 16 requests a
+# second the whole-prompt runs stretch some steps to {glue:text}`sim_worst_none`; 256-token
+# chunks keep every gap short but spread each prompt over so many steps that prompts queue
+# (TTFT p90 {glue:text}`sim_ttft_256`); 512 tokens meets both targets. At 24 requests a
+# second neither chunk size meets the TTFT target: the prompts alone take
+# {glue:text}`prefill_share` of every second of the replica's arithmetic, and with the
+# decodes beside them the queue of prompts grows (TTFT p90 {glue:text}`sim_ttft_24` at
+# 512-token chunks). Chunking spreads the work; it does not make it smaller.*
+#
+# ## Moving the KV cache
+#
+# On separate pools the prefill GPUs compute the prompt's keys and values and the decode
+# GPUs need them: the {term}`KV transfer`. Under tensor parallelism each prefill device
+# holds its share of the KV heads and sends it to its peer, so one request moves, per
+# device,
+#
+# $$
+# \text{bytes per shard} = kv(t) \times \text{prompt tokens},
+# $$
+#
+# the KV of the prompt at the prefill pool's TP degree (`kv_transfer_bytes`), in time
+# $\text{latency} + \text{bytes} / \text{link bandwidth}$ (`transfer_time_s`), the shards
+# in parallel when every device has its own link. For the 2,048-token prompt, with a
+# 50 GB/s link per GPU (a 400 Gb/s port) and 100 µs of latency, both of them assumptions
+# to replace with your own network's figures:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+LINK_BPS, LINK_LATENCY_S = 50e9, 100e-6
+for tp in (1, 4, 8):
+    shard = kv_transfer_bytes(llama70, PROMPT, tp_degree=tp)
+    t = transfer_time_s(shard, LINK_BPS, LINK_LATENCY_S)
+    print(f"prefill at TP={tp}: {fmt_bytes(shard):>8} per device, {t * 1e3:5.2f} ms; "
+          f"prefill itself {predict_ttft_s(llama70, h100, PROMPT, tp_degree=tp) * 1e3:6.1f} ms")
+shard8 = kv_transfer_bytes(llama70, PROMPT, tp_degree=8)
+transfer8 = transfer_time_s(shard8, LINK_BPS, LINK_LATENCY_S)
+prefill8 = predict_ttft_s(llama70, h100, PROMPT, tp_degree=8)
+assert (fmt_bytes(shard8), round(transfer8 * 1e3, 2)) == ("80 MiB", 1.78)
+
+# %% tags=["remove-cell"]
+glue("kv_total", fmt_bytes(kv_transfer_bytes(llama70, PROMPT)))
+glue("kv_shard8", fmt_bytes(shard8))
+glue("transfer8", f"{transfer8 * 1e3:.1f} ms")
+glue("prefill8", f"{prefill8 * 1e3:.1f} ms")
+glue("link_even", f"{shard8 / prefill8 / 1e9:.1f} GB/s")
+
+# %%
+bws = np.geomspace(1e9, 1e12, 50)
+fig, ax = plots.new_axes("link bandwidth per device (GB/s)", "time (ms)", f"moving a {PROMPT:,}-token prompt's KV")
+for tp in (1, 4, 8):
+    shard = kv_transfer_bytes(llama70, PROMPT, tp_degree=tp)
+    ax.plot(bws / 1e9, [transfer_time_s(shard, bw, LINK_LATENCY_S) * 1e3 for bw in bws], label=f"TP={tp}")
+ax.axhline(prefill8 * 1e3, color="grey", lw=0.8, ls="--", label="the prefill itself at TP=8")
+ax.set_xscale("log")
+ax.set_yscale("log")
+ax.legend()
+fig.tight_layout()
+
+# %% [markdown]
+# *Figure: transfer time per request against the link's bandwidth, one line per prefill
+# TP degree (each device sends its shard over its own link). The whole cache is
+# {glue:text}`kv_total`; at TP=8 each device sends {glue:text}`kv_shard8`, in
+# {glue:text}`transfer8` at 50 GB/s: small beside the {glue:text}`prefill8` prefill.
+# Below about {glue:text}`link_even` per device the transfer takes longer than the
+# prefill itself, and a slow link, not the GPUs, sets the TTFT. An fp8 KV cache halves
+# the bytes.*
+#
+# ## Sizing the pools for a latency target
+#
+# **Prefill pool.** One prefill instance takes a prompt at a time, in a fixed time $t_p$
+# (the roofline prefill; batching prompts would not shorten it, since it is compute-bound).
+# Requests arrive at random at rate $\lambda$ and are spread at random over $n$ instances,
+# so each is an M/D/1 queue with utilisation $\rho = \lambda t_p / n$. Its mean wait is
+# the Pollaczek-Khinchine formula with no variance in service {cite}`kleinrock1975queueing`,
+#
+# $$
+# \bar W = \frac{\rho\, t_p}{2(1 - \rho)},
+# $$
+#
+# and a request waits at all with probability exactly $\rho$. For a percentile, Kingman's
+# bound $P(W > t) \le e^{-x t / t_p}$ {cite}`kingman1964martingale`, with $x$ the positive
+# root of $\rho (e^x - 1) = x$, gives the $q$-th percentile of the wait at most
+# $t_p \ln\frac{1}{1-q} / x$ (zero when $\rho \le 1 - q$). The first token comes at
+# $\text{wait} + t_p + \text{transfer}$; the target caps $\rho$, and $n$ is the fewest
+# instances that keep every one under the cap. Check the two formulas against a queue
+# simulated one request at a time (Lindley's recursion, `lindley_waits`):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+rng = np.random.default_rng(0)
+print(f"{'utilisation':>11}{'mean wait':>22}{'p90 wait':>24}")
+print(f"{'':>11}{'formula':>11}{'simulated':>11}{'bound':>12}{'simulated':>12}")
+for rho in (0.5, 0.7, 0.85):
+    w = lindley_waits(rng.exponential(1 / rho, 200_000), 1.0)[10_000:]
+    print(f"{rho:>11.2f}{md1_wait_s(rho, 1.0):>11.2f}{w.mean():>11.2f}{md1_wait_s(rho, 1.0, 90):>12.2f}"
+          f"{np.percentile(w, 90):>12.2f}")
+    assert abs(w.mean() / md1_wait_s(rho, 1.0) - 1) < 0.05 and np.percentile(w, 90) <= md1_wait_s(rho, 1.0, 90)
+
+# %% [markdown]
+# Waits are in units of the service time. The mean formula matches the simulated queue;
+# the percentile bound sits a little above the simulated percentile, on the safe side.
+#
+# **Decode pool.** A decode instance's step must fit the TPOT target, which caps its batch
+# $B$: the largest batch whose step, at the average context of a decoding sequence, is
+# within the target, and that fits in KV memory at the final length. A request decodes
+# for $(\text{output} - 1)$ steps of time $T(B)$, so an instance taking $r$ requests a
+# second holds on average $r\,(\text{output} - 1)\,T(B)$ of them (Little's law); arriving
+# at random, that count is Poisson. The instance is sized so that it exceeds $B$ at most
+# 10% of the time.
+#
+# The scenario: {glue:text}`sc_rate` requests a second of 2,048-token prompts and
+# 256-token answers, TTFT p90 within 300 ms, every gap within 15 ms, Llama-3-70B on H100s
+# and the 50 GB/s link above; every TP degree pair is tried and the fewest GPUs kept.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+wl = Workload(arrival_rate_per_s=32, prompt_len=2048, output_len=256)
+slo = SLO(ttft_s=TTFT_P90, tpot_s=TPOT_MAX, percentile=90)
+link = dict(link_Bps=LINK_BPS, link_latency_s=LINK_LATENCY_S)
+split = cheapest_disaggregated(llama70, h100, wl, slo, tp_degrees=(2, 4, 8), **link)
+p, d = split.prefill, split.decode
+print(f"prefill pool: {p.n_instances} x TP={p.tp_degree} = {p.n_gpus} GPUs; prefill {p.prefill_s * 1e3:.1f} ms, "
+      f"each busy {p.prefill_busy:.0%}, TTFT p90 at most {p.ttft_s * 1e3:.0f} ms "
+      f"(KV transfer {split.transfer_s * 1e3:.1f} ms)")
+print(f"decode pool:  {d.n_instances} x TP={d.tp_degree} = {d.n_gpus} GPUs; batch up to {d.batch}, "
+      f"step {d.step_s * 1e3:.1f} ms, {d.mean_batch:.0f} sequences on average")
+print(f"in all: {split.n_gpus} GPUs")
+assert (p.n_gpus, d.n_gpus, d.batch) == (16, 8, 83) and p.ttft_s <= slo.ttft_s and d.step_s <= slo.tpot_s
+
+# %% tags=["remove-cell"]
+glue("sc_rate", f"{wl.arrival_rate_per_s:g}")
+glue("split_gpus", f"{split.n_gpus}")
+glue("split_prefill", f"{p.n_instances} x TP={p.tp_degree}")
+glue("split_decode", f"{d.n_instances} x TP={d.tp_degree}")
+glue("split_batch", f"{d.batch}")
+
+# %% [markdown]
+# Separate pools meet both targets on {glue:text}`split_gpus` GPUs: prefill
+# {glue:text}`split_prefill`, decode {glue:text}`split_decode` with batches of up to
+# {glue:text}`split_batch`. The prefill instances run compute-bound, the decode instances
+# memory-bound, each far from the ridge point. The two pool functions take their own GPU,
+# so a pool can also run on a part that suits its phase {cite}`patel2024splitwise`; here
+# both use the H100.
+#
+# ## One pool or two: GPUs and cost
+#
+# A pool that does both (`size_mixed_pool`) chooses, for each batch, the largest chunk
+# whose step stays within the TPOT target (`max_prefill_tokens`); a prompt then spans
+# several steps, prompts queue for the chunk slot as an M/D/1 queue, and the decode
+# batch's occupancy is Poisson as above. Both deployments are sized under both roofline
+# bounds, since a mixed pool's chunks sit right at the ridge point, where the bounds
+# differ most. Cost: the GPUs at {glue:text}`gpu_price` an hour, every hour, over the
+# tokens they carry.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+rows = {}
+for overlap in (True, False):
+    rows["one pool", overlap] = cheapest_mixed_pool(llama70, h100, wl, slo, tp_degrees=(2, 4, 8), overlap=overlap)
+    rows["two pools", overlap] = cheapest_disaggregated(llama70, h100, wl, slo, tp_degrees=(2, 4, 8),
+                                                        overlap=overlap, **link)
+print(f"{'deployment':<11}{'bound':<14}{'GPUs':>5}{'$ per 1M tokens':>17}")
+for (name, overlap), plan in rows.items():
+    usd = usd_per_million_tokens(plan.n_gpus, wl, H100_USD_PER_GPU_HOUR)
+    print(f"{name:<11}{'overlap' if overlap else 'no overlap':<14}{plan.n_gpus:>5}{usd:>17.3f}")
+gpus = {k: v.n_gpus for k, v in rows.items()}
+assert gpus == {("one pool", True): 16, ("two pools", True): 24, ("one pool", False): 32,
+                ("two pools", False): 24}
+
+# %% tags=["remove-cell"]
+usd = {k: usd_per_million_tokens(v, wl, H100_USD_PER_GPU_HOUR) for k, v in gpus.items()}
+glue("gpu_price", f"${H100_USD_PER_GPU_HOUR:.2f}")
+glue("mixed_ov", f"{gpus['one pool', True]}")
+glue("mixed_no", f"{gpus['one pool', False]}")
+glue("split_ov", f"{gpus['two pools', True]}")
+glue("split_no", f"{gpus['two pools', False]}")
+glue("usd_mixed_ov", f"${usd['one pool', True]:.2f}")
+glue("usd_mixed_no", f"${usd['one pool', False]:.2f}")
+glue("usd_split", f"${usd['two pools', True]:.2f}")
+glue("mixed_chunk", f"{rows['one pool', True].max_batched_tokens:,}")
+glue("mixed_tp", f"{rows['one pool', True].tp_degree}")
+glue("hosted_price", f"${LLAMA_3_70B_HOSTED.usd_per_1k_input * 1000:.2f}")
+
+# %% [markdown]
+# If the engine overlaps a chunk's arithmetic with the decode batch's memory traffic, one
+# pool with chunked prefill is the cheaper deployment: {glue:text}`mixed_ov` GPUs
+# ({glue:text}`usd_mixed_ov` per million tokens) against {glue:text}`split_ov`
+# ({glue:text}`usd_split`), because it fills the decode steps' idle arithmetic with
+# prompts. If it does not overlap them, one pool needs {glue:text}`mixed_no` GPUs
+# ({glue:text}`usd_mixed_no`), and separate pools are cheaper. Separate pools need
+# {glue:text}`split_no` GPUs under either bound: each phase runs far from the ridge, where
+# the bounds agree. Real engines fall between the bounds, so which deployment wins at
+# this target is a measurement of your engine, while the cost of separate pools can be
+# planned with confidence. (For scale: the same model from a hosting provider costs
+# {glue:text}`hosted_price` per million tokens; all of these are GPU hours only.)
+#
+# The sized mixed pool, replayed in the simulator: one of its TP={glue:text}`mixed_tp`
+# instances, its share of the arrivals, its batch limit and its
+# {glue:text}`mixed_chunk`-token budget per step.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+mixed = rows["one pool", True]
+chunk = max_prefill_tokens(llama70, h100, decode_batch=mixed.batch, context_len=wl.mean_decode_context,
+                           step_target_s=slo.tpot_s, tp_degree=mixed.tp_degree)
+assert mixed.max_batched_tokens == mixed.batch + min(chunk, wl.prompt_len)
+print(f"sized: {mixed.n_instances} x TP={mixed.tp_degree}, batch up to {mixed.batch}, "
+      f"{chunk} prompt tokens a step beside them")
+check_run = replica(wl.arrival_rate_per_s / mixed.n_instances, mixed.max_batched_tokens, max_batch=mixed.batch)
+print(f"predicted: TTFT p90 at most {mixed.ttft_s * 1e3:.0f} ms, worst gap {mixed.step_s * 1e3:.1f} ms")
+print(f"simulated: TTFT p90 {check_run.percentile('ttft_s', 90) * 1e3:.0f} ms, "
+      f"worst gap {check_run.trace.step_s.max() * 1e3:.1f} ms, {check_run.n_completed} of 3000 completed")
+assert check_run.percentile("ttft_s", 90) <= slo.ttft_s and check_run.trace.step_s.max() <= slo.tpot_s * 1.001
+
+# %% [markdown]
+# The sizing is conservative (it assumes a full batch in every step) and the simulated
+# replica meets both targets. Across TPOT targets, at the same rate and TTFT target:
+
+# %%
+targets_ms = [10, 12.5, 15, 20, 25, 30, 40, 50, 60]
+curves = {}
+for name in ("one pool", "two pools"):
+    for overlap in (True, False):
+        ys = []
+        for t_ms in targets_ms:
+            s = SLO(TTFT_P90, t_ms / 1e3)
+            plan = (cheapest_mixed_pool(llama70, h100, wl, s, tp_degrees=(2, 4, 8), overlap=overlap)
+                    if name == "one pool" else
+                    cheapest_disaggregated(llama70, h100, wl, s, tp_degrees=(2, 4, 8), overlap=overlap, **link))
+            ys.append(plan.n_gpus if plan else math.nan)
+        curves[name, overlap] = ys
+fig, ax = plots.new_axes("TPOT target: longest gap between two tokens (ms)", "GPUs (H100)",
+                         f"{wl.arrival_rate_per_s:g} requests/s, TTFT p90 within {TTFT_P90 * 1e3:.0f} ms")
+for (name, overlap), ys in curves.items():
+    ax.plot(targets_ms, ys, "-" if overlap else ":", marker="o", color="C0" if name == "one pool" else "C1",
+            label=f"{name}, {'overlap' if overlap else 'no overlap'}")
+ax.set_ylim(0, None)
+ax.legend()
+fig.tight_layout()
+assert all(a <= b for a, b in zip(curves["one pool", True], curves["two pools", True]))
+assert max(abs(a - b) for a, b in zip(curves["two pools", True], curves["two pools", False])) <= 4
+assert curves["one pool", False][0] == 2 * curves["two pools", False][0]
+
+# %% tags=["remove-cell"]
+glue("tight_mixed_no", f"{curves['one pool', False][0]:.0f}")
+glue("tight_split_no", f"{curves['two pools', False][0]:.0f}")
+glue("tight_ms", f"{targets_ms[0]:g} ms")
+
+# %% [markdown]
+# *Figure: the fewest H100s that meet both targets, over TP degrees 2, 4 and 8, for one
+# pool (blue) and two (orange), with (solid) and without (dotted) overlap of arithmetic
+# and memory traffic. With overlap, one pool is never dearer. Without it, one pool's
+# count climbs as the target tightens, to {glue:text}`tight_mixed_no` GPUs at
+# {glue:text}`tight_ms` against {glue:text}`tight_split_no` for separate pools: a tight
+# token target leaves a shared step little room for prompts, and every prompt token then
+# costs decode time. The two-pool lines barely move between the bounds.*
+#
+# Takeaway: a prompt in a decode step costs every running user the prompt's arithmetic.
+# Chunk it, and that cost is bounded per step; give it its own GPUs, and it is gone from
+# the decode step, at the price of moving the KV and of two pools to size. Which costs
+# fewer GPUs depends on how tight the token target is and on how well the engine overlaps
+# a mixed step. DistServe {cite}`zhong2024distserve` makes its case for separate pools in
+# exactly these terms: the requests a second a deployment serves within both a TTFT and a
+# TPOT target, its {term}`goodput <Goodput>`.
+#
+# ## Beginner mistakes, wrong and right
+#
+# **A decode-only TPOT for a pool that also prefills.** A benchmark of decode steps alone
+# promises a TPOT that a pool with arriving prompts does not deliver: each whole prompt
+# stretches one step for everyone.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+busy = sims[16, None]
+wrong = predict_tpot_s(llama70, h100, int(np.median(busy.trace.decode)), 2176, tp_degree=TP_SIM)
+right = busy.itl_percentile_s(99)
+print(f"wrong (decode steps alone, median batch): {wrong * 1e3:5.1f} ms between tokens")
+print(f"right (the same replica with prompts arriving, ITL p99): {right * 1e3:5.1f} ms")
+assert right > 5 * wrong
+
+# %% [markdown]
+# **A prefill pool sized to its average load.** Three instances carry the prompts of 32
+# requests a second at TP=4 on average (each busy 78%): the mean TTFT looks fine, and
+# the 90th percentile is far above the target. Size for the percentile.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+t_p = predict_ttft_s(llama70, h100, 2048, tp_degree=4)
+wrong_n = math.ceil(wl.arrival_rate_per_s * t_p)                         # enough on average
+right_n = size_prefill_pool(llama70, h100, wl, slo, tp_degree=4).n_instances
+for name, n in (("wrong", wrong_n), ("right", right_n)):
+    waits = lindley_waits(np.random.default_rng(2).exponential(n / wl.arrival_rate_per_s, 100_000), t_p)[5000:]
+    print(f"{name}: {n} instances, each busy {wl.arrival_rate_per_s * t_p / n:.0%}; simulated TTFT mean "
+          f"{(waits.mean() + t_p) * 1e3:.0f} ms, p90 {(np.percentile(waits, 90) + t_p) * 1e3:.0f} ms")
+    assert (np.percentile(waits, 90) + t_p <= slo.ttft_s) == (name == "right")
+assert (wrong_n, right_n) == (3, 4)
+
+# %% [markdown]
+# **A decode batch sized by memory alone.** At TP=4 the KV memory holds
+# {glue:text}`mem_batch` sequences at their final length, but a step of that batch takes
+# longer than the 15 ms target; the target, not the memory, sets the batch.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+mem_batch = capacity(llama70, h100, n_gpus=4, context_len=wl.final_len, tp_degree=4).sequences_per_replica
+wrong = predict_tpot_s(llama70, h100, mem_batch, wl.mean_decode_context, tp_degree=4)
+right_pool = size_decode_pool(llama70, h100, wl, slo, tp_degree=4)
+print(f"wrong: batch {mem_batch} (what fits), {wrong * 1e3:.1f} ms a step")
+print(f"right: batch {right_pool.batch} (what the target allows), {right_pool.step_s * 1e3:.1f} ms a step")
+assert wrong > slo.tpot_s >= right_pool.step_s and right_pool.batch < mem_batch
+
+# %% tags=["remove-cell"]
+glue("mem_batch", f"{mem_batch}")
+
+# %% [markdown]
+# ## The audit: one pool under a tight token target
+#
+# `servelib.audit` checks a capacity plan that states latency targets. A plan that runs
+# whole prompts in its decode steps under a TPOT target those steps cannot meet gets the
+# code `one-pool-tight-slos`, with the chunk that would fit and the GPUs each remedy needs
+# at the plan's load. The capstone's node, with a 30 ms target:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("\n".join(finding_lines(mistake_plans()["one-pool-tight-slos"])))
+
+# %% [markdown]
+# At this plan's modest load the cheaper remedy is chunking, not a second pool.
+#
+# ## Summary: the numbers to carry
+#
+# | what | value |
+# |---|---|
+# | a 2,048-token prompt in a step with 64 decodes (Llama-3-70B, TP=8, H100) | {glue:text}`decode_ms` -> {glue:text}`mixed_ms` ({glue:text}`mixed_ratio`) |
+# | prompt tokens that step carries before it turns compute-bound | {glue:text}`slack` |
+# | KV moved per request, 2,048-token prompt, per device at TP=8 | {glue:text}`kv_shard8` ({glue:text}`transfer8` at 50 GB/s) |
+# | 32 requests/s, TTFT p90 300 ms, 15 ms a token: separate pools | {glue:text}`split_ov` GPUs ({glue:text}`usd_split` per 1M tokens) under either bound |
+# | the same, one pool with chunked prefill | {glue:text}`mixed_ov` GPUs with overlap, {glue:text}`mixed_no` without |
+#
+# In short: a step is as long as the arithmetic of everything in it, so a whole prompt in
+# a decode step pauses every running answer. Chunking bounds the pause and leaves the work
+# on the same GPUs; separate pools remove it and add a KV transfer and a second queue to
+# size. Size prefill for a TTFT percentile, not its average load; size decode by the
+# token target, not by memory alone; and measure how well your engine overlaps a mixed
+# step before choosing.
+#
+# ## Exercises
+#
+# Each exercise states every constant it needs. Write your answer in the cell and run it:
+# `check` says whether it is right. Solutions are behind the toggles.
+#
+# **dis-1.** Llama-3-70B on four H100 SXM (TP=4, bf16): 128 sequences decode at 4,096
+# tokens of context when a 1,024-token prompt is prefilled in the same step. How many
+# times longer is that step than the decode step alone (roofline, overlapped bound)?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+kw = dict(decode_batch=128, context_len=4096, tp_degree=4)
+answer = (mixed_step_time_s(get_model("llama-3-70b"), "h100-sxm", prefill_tokens=1024, **kw)
+          / mixed_step_time_s(get_model("llama-3-70b"), "h100-sxm", prefill_tokens=0, **kw))
+### END SOLUTION
+check("dis-1", answer)
+
+# %% [markdown]
+# **dis-2.** Same model, GPUs and decode batch as dis-1. How many prompt tokens can that
+# step carry and still be memory-bound?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = prefill_slack_tokens(get_model("llama-3-70b"), "h100-sxm", decode_batch=128, context_len=4096,
+                              tp_degree=4)
+### END SOLUTION
+check("dis-2", answer)
+
+# %% [markdown]
+# **dis-3.** Llama-3-8B (fp16 KV cache) prefills a 4,096-token prompt at TP=2; each
+# device sends its shard of the KV over its own 25 GB/s link with 20 µs of latency. How
+# many milliseconds does the transfer take?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = transfer_time_s(kv_transfer_bytes(get_model("llama-3-8b"), 4096, tp_degree=2), 25e9, 20e-6) * 1e3
+### END SOLUTION
+check("dis-3", answer)
+
+# %% [markdown]
+# **dis-4.** Llama-3-70B at TP=8 on H100s, 32 sequences decoding at 4,096 tokens of
+# context. A 4,096-token prompt is prefilled with `max_batched_tokens=1024` (decode tokens
+# first). How many milliseconds until its first token, with no queue?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+answer = chunked_prefill(get_model("llama-3-70b"), "h100-sxm", prompt_len=4096, decode_batch=32,
+                         context_len=4096, max_batched_tokens=1024, tp_degree=8).ttft_s * 1e3
+### END SOLUTION
+check("dis-4", answer)
+
+# %% [markdown]
+# **dis-5.** A prefill takes 80 ms. Requests arrive at random, 30 a second, spread at
+# random over the prefill instances. The *mean* TTFT (wait plus prefill) must stay within
+# 200 ms. How many instances are needed at least?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+from servelib.queueing import md1_max_utilization
+
+rho_max = md1_max_utilization(0.080, 0.200 - 0.080)          # 2b / (2b + s) = 0.75
+answer = math.ceil(30 * 0.080 / rho_max)
+### END SOLUTION
+check("dis-5", answer)
+
+# %% [markdown]
+# **dis-6.** The chapter's scenario (Llama-3-70B on H100s; 32 requests/s of 2,048-token
+# prompts and 256-token answers; TTFT p90 within 300 ms; 15 ms a token), sized as
+# separate pools with prefill at TP=8 and decode at TP=4 over a 50 GB/s link with 100 µs
+# latency. What do the GPUs cost per million tokens at $2.50 per GPU-hour?
+
+# %% tags=["hide-input"]
+### BEGIN SOLUTION
+from servelib.disagg import size_disaggregated
+
+pools = size_disaggregated(get_model("llama-3-70b"), "h100-sxm", Workload(32, 2048, 256), SLO(0.3, 0.015),
+                           prefill_tp=8, decode_tp=4, link_Bps=50e9, link_latency_s=100e-6)
+answer = usd_per_million_tokens(pools.n_gpus, Workload(32, 2048, 256), 2.50)
+### END SOLUTION
+check("dis-6", answer)

@@ -1,0 +1,58 @@
+"""Exercises of the chapter "Disaggregated prefill and decode" (notebooks/10_disaggregated.ipynb).
+
+Each reference takes the exercise's constants as keyword arguments, the book's values as
+defaults, and computes the answer with :mod:`servelib.disagg` and :mod:`servelib.queueing`.
+"""
+import math
+
+from ..disagg import (SLO, Workload, chunked_prefill, kv_transfer_bytes, mixed_step_time_s, prefill_slack_tokens,
+                      size_disaggregated, transfer_time_s, usd_per_million_tokens)
+from ..models import get_model
+from ..queueing import md1_max_utilization
+from .registry import exercise
+
+
+@exercise("dis-1", rtol=0.01, unit="x")
+def _prompt_stretches_the_step(model="llama-3-70b", gpu="h100-sxm", tp_degree=4, decode_batch=128,
+                               context_len=4096, prompt_len=1024):
+    m = get_model(model)
+    kw = dict(decode_batch=decode_batch, context_len=context_len, tp_degree=tp_degree)
+    return (mixed_step_time_s(m, gpu, prefill_tokens=prompt_len, **kw)
+            / mixed_step_time_s(m, gpu, prefill_tokens=0, **kw))
+
+
+@exercise("dis-2", rtol=0.01, unit="tokens")
+def _free_prompt_tokens(model="llama-3-70b", gpu="h100-sxm", tp_degree=4, decode_batch=128, context_len=4096):
+    return prefill_slack_tokens(get_model(model), gpu, decode_batch=decode_batch, context_len=context_len,
+                                tp_degree=tp_degree)
+
+
+@exercise("dis-3", rtol=0.01, unit="ms")
+def _kv_transfer_ms(model="llama-3-8b", prompt_len=4096, tp_degree=2, link_GBps=25, latency_us=20):
+    kv = kv_transfer_bytes(get_model(model), prompt_len, tp_degree=tp_degree)
+    return transfer_time_s(kv, link_GBps * 1e9, latency_us * 1e-6) * 1e3
+
+
+@exercise("dis-4", rtol=0.01, unit="ms")
+def _chunked_prefill_ttft_ms(model="llama-3-70b", gpu="h100-sxm", tp_degree=8, decode_batch=32,
+                             context_len=4096, prompt_len=4096, max_batched_tokens=1024):
+    return chunked_prefill(get_model(model), gpu, prompt_len=prompt_len, decode_batch=decode_batch,
+                           context_len=context_len, max_batched_tokens=max_batched_tokens,
+                           tp_degree=tp_degree).ttft_s * 1e3
+
+
+@exercise("dis-5", rtol=0, unit="instances")
+def _prefill_instances_for_mean_ttft(prefill_ms=80, rate_per_s=30, ttft_target_ms=200):
+    service = prefill_ms / 1e3
+    rho = md1_max_utilization(service, (ttft_target_ms - prefill_ms) / 1e3)
+    return math.ceil(rate_per_s * service / rho)
+
+
+@exercise("dis-6", rtol=0.01, unit="$ per 1M tokens")
+def _split_pools_cost(model="llama-3-70b", gpu="h100-sxm", rate_per_s=32, prompt_len=2048, output_len=256,
+                      ttft_s=0.3, tpot_s=0.015, prefill_tp=8, decode_tp=4, link_GBps=50, latency_us=100,
+                      usd_per_gpu_hour=2.5):
+    wl = Workload(rate_per_s, prompt_len, output_len)
+    split = size_disaggregated(get_model(model), gpu, wl, SLO(ttft_s, tpot_s), prefill_tp=prefill_tp,
+                               decode_tp=decode_tp, link_Bps=link_GBps * 1e9, link_latency_s=latency_us * 1e-6)
+    return usd_per_million_tokens(split.n_gpus, wl, usd_per_gpu_hour)
