@@ -1,7 +1,8 @@
 """Exercises of the chapter "Arithmetic intensity and the roofline" (notebooks/02_roofline.ipynb)."""
 from ..hardware import get_gpu, ridge_point
 from ..models import get_model
-from ..roofline import attainable_flops, compute_utilization, decode_intensity, decode_tokens_per_s
+from ..roofline import (attainable_flops, compute_utilization, decode_intensity, decode_tokens_per_s,
+                        max_decode_batch)
 from .registry import exercise
 
 
@@ -34,5 +35,6 @@ def _attainable_at_50():
 @exercise("rl-6", rtol=1e-3, unit="x")
 def _war_story_gain():
     m = get_model("llama-3-70b")
-    return (decode_tokens_per_s(m, "h100-sxm", 64, 2048, tp_degree=2)
+    batch = max_decode_batch(m, "h100-sxm", 2048, tp_degree=2)      # 41: all the KV memory holds
+    return (decode_tokens_per_s(m, "h100-sxm", batch, 2048, tp_degree=2)
             / decode_tokens_per_s(m, "h100-sxm", 1, 2048, tp_degree=2))
