@@ -25,8 +25,9 @@ class KVMeasurement:
     name) x ``batch`` x ``context_len``, in the run's dtype. ``measured_bytes``: what the
     run added to memory while its cache was alive, read as ``method`` says: on CUDA the
     rise in ``torch.cuda.memory_allocated`` (the caching allocator's count of live tensor
-    bytes); elsewhere the rise in this process's resident memory (the operating system's
-    count of pages the process has touched, ``VmRSS`` on Linux). ``driver_bytes``: on
+    bytes), on Apple MPS in ``torch.mps.current_allocated_memory``; on a CPU the rise in
+    this process's resident memory (the operating system's count of pages the process has
+    touched, ``VmRSS`` on Linux). ``driver_bytes``: on
     CUDA, the fall in free device memory (``torch.cuda.mem_get_info``, which includes the
     allocator's rounding and reserve), else None. ``ratio``: measured over formula.
     """
@@ -116,21 +117,26 @@ def measure_kv_cache(batch: int = 8, context_len: int = 512, *, spec: ModelSpec 
     run(warm, batch, prompt)
     del warm
     gc.collect()
-    cuda = dev.kind == "cuda"
-    if cuda:
+    if dev.kind == "cuda":
         torch.cuda.synchronize()
         before, free_before = torch.cuda.memory_allocated(), torch.cuda.mem_get_info()[0]
+    elif dev.kind == "mps":
+        torch.mps.synchronize()
+        before = torch.mps.current_allocated_memory()
     else:
         before = _resident_bytes()
     cache = model.new_cache(batch, context_len)
     run(cache, batch, prompt)
-    if cuda:
+    driver = None
+    if dev.kind == "cuda":
         torch.cuda.synchronize()
         measured, driver = torch.cuda.memory_allocated() - before, free_before - torch.cuda.mem_get_info()[0]
         method = "torch.cuda.memory_allocated"
+    elif dev.kind == "mps":
+        torch.mps.synchronize()
+        measured, method = torch.mps.current_allocated_memory() - before, "torch.mps.current_allocated_memory"
     else:
-        measured, driver = _resident_bytes() - before, None
-        method = "resident memory of this process"
+        measured, method = _resident_bytes() - before, "resident memory of this process"
     elem = cache.element_size()
     del cache
     return KVMeasurement(dev.kind, model.dtype, spec.name, batch, context_len,
