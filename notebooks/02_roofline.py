@@ -199,6 +199,8 @@ for r in published_decode(tp_degree=1):
     pub[r.model, r.weights] = r
     print(f"{r.model:<12}{r.weights:>9}{pred * 1e3:>13.2f}{r.tpot_s * 1e3:>13.2f}{r.tpot_s / pred:>21.2f}"
           f"{r.bandwidth_GBps / r.tokens_per_s:>15.2f}{r.bandwidth_GBps:>15.0f}")
+assert all(r.tpot_s > predict_tpot_s(get_model(r.model), a100_330w, 1, 5, bytes_per_param=WEIGHT_BYTES[r.weights])
+           for r in pub.values())      # no published run beats the roofline, even at the reachable peak
 bf16, int8, int4 = (pub["llama-2-7b", w] for w in ("bf16", "int8", "int4-g32"))
 share_330w = bf16.bandwidth_GBps * 1e9 / GPT_FAST_A100_PEAK_BANDWIDTH_BPS
 share_sheet = bf16.bandwidth_GBps * 1e9 / a100.hbm_bandwidth_Bps

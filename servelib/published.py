@@ -122,6 +122,30 @@ def weights_read_per_gpu_bytes(row: PublishedDecode) -> float:
     return ((m.n_params - embed) / row.tp_degree + embed) * WEIGHT_BYTES[row.weights]
 
 
+def predicted_tpot_s(row: PublishedDecode, *, bandwidth_Bps: float = GPT_FAST_A100_PEAK_BANDWIDTH_BPS,
+                     comm: bool = True, latency_s: float | None = None) -> float:
+    """servelib's prediction for ``row``'s setup: seconds per token on gpt-fast's layout.
+
+    The roofline (:func:`servelib.roofline.step_time_s`) of one decode step reading
+    :func:`weights_read_per_gpu_bytes` at ``bandwidth_Bps`` (default: the ~1,700 GB/s the
+    source says its power-limited A100s reach), plus, when ``comm``, the step's
+    tensor-parallel all-reduces (:func:`servelib.roofline.tp_comm_time_s` over the A100's
+    NVLink, ``latency_s`` per call if given). Raises ValueError for a row with no servelib
+    GPU preset.
+    """
+    from .hardware import get_gpu
+    from .models import get_model
+    from .roofline import decode_flops_per_step, step_time_s, tp_comm_time_s
+    if row.gpu_preset is None:
+        raise ValueError(f"row on {row.gpu!r} has no servelib GPU preset to predict with")
+    m, gpu = get_model(row.model), get_gpu(row.gpu_preset)
+    flops = decode_flops_per_step(m.n_active_params, row.batch) / row.tp_degree
+    t = step_time_s(flops, weights_read_per_gpu_bytes(row), gpu.peak_flops("bf16"), bandwidth_Bps)
+    if comm:
+        t += tp_comm_time_s(m, gpu, row.batch, row.tp_degree, latency_s=latency_s)
+    return t
+
+
 @dataclass(frozen=True)
 class TPFit:
     """gpt-fast's tensor-parallel figures for one model fitted to ``tpot = bytes / bandwidth + 2L * allreduce``.
