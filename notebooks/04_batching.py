@@ -361,8 +361,8 @@ glue("tp_per_gpu_loss", f"{1 - steps[8].tokens_per_gpu_s / steps[2].tokens_per_g
 # ## What tensor parallelism costs: the all-reduces
 #
 # TP in the Megatron style splits attention by heads and the MLP by its inner dimension.
-# Each block then leaves every device with a partial sum of its output, and an all-reduce
-# adds the partial sums up before the next block can start: two all-reduces per layer,
+# Each block then leaves every device with a partial sum of its output, and an
+# {term}`all-reduce <All-reduce>` adds the partial sums up before the next block can start: two all-reduces per layer,
 # $2L$ per decode step, on the critical path. Each carries one hidden-size vector per
 # sequence, $m = B \cdot h \cdot b$ bytes ($h$ the hidden size, $b$ bytes per activation).
 # A ring all-reduce over $n$ devices sends $2(n-1)/n$ of the message from each device (a
