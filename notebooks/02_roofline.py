@@ -142,8 +142,9 @@ glue("ridge_max", f"{max(ridges):.0f}");
 # {glue:text}`ridge_h100` FLOPs for every byte it reads.
 #
 # These are datasheet peaks, and a real kernel reaches less of both: the published figures
-# below put a well-tuned decode at 70-80% of the bandwidth its cards reach, and this
-# machine's measured ceilings, further down, are below its own datasheet too. A roofline
+# below put a well-tuned batch-1 decode at {glue:text}`pub_share_sheet` of an A100's
+# datasheet bandwidth, and this machine's measured ceilings, further down, are what its
+# own kernels reach. A roofline
 # built from datasheet peaks is therefore a lower bound on time, never an estimate of it.
 #
 # ## How much of an H100 one sequence can use
