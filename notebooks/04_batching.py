@@ -534,8 +534,8 @@ try:
     alpha, beta = fit_allreduce([t.message_bytes for t in timed], [t.median_s for t in timed], 2)
     print(f"alpha-beta fit: {alpha * 1e6:.0f} us per call, {beta / 1e9:.2f} GB/s per direction")
     here = decode_step(llama8, "h100-sxm", 1, 2048, tp_degree=2, latency_s=alpha, bandwidth_Bps=beta)
-    print(f"a TP=2 Llama-3-8B step's {2 * llama8.n_layers} all-reduces at these figures: "
-          f"{here.comm_s * 1e3:.1f} ms, against {here.roofline_s * 1e3:.1f} ms of H100 roofline")
+    print(f"were two H100s joined by this link, a TP=2 Llama-3-8B step's {2 * llama8.n_layers} all-reduces "
+          f"would take {here.comm_s * 1e3:.1f} ms, against {here.roofline_s * 1e3:.1f} ms of roofline")
 except ValueError as err:      # a machine too busy for the times to grow with the size
     print(f"no alpha-beta fit: {err}")
 
