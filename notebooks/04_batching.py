@@ -150,7 +150,8 @@ for m in (llama8, llama70):
               f"{decode_intensity_limit(m, ctx, attention=False):>20.1f}{b if b else 'never':>26}")
 assert critical_batch(llama70, ridge, 1024) == 933 and critical_batch(llama70, ridge, 8192) is None
 assert round(decode_intensity_limit(llama70, 8192) / ridge, 2) == 0.21
-assert round(decode_intensity_limit(llama8, 32768), 1) == 7.7 and round(decode_intensity_limit(llama8, 32768, attention=False), 1) == 3.7
+assert round(decode_intensity_limit(llama8, 32768), 1) == 7.7
+assert round(decode_intensity_limit(llama8, 32768, attention=False), 1) == 3.7
 
 # %% tags=["remove-cell"]
 glue("limit70_8k", f"{decode_intensity_limit(llama70, 8192):.0f}")
@@ -175,10 +176,11 @@ fig, ax = plots.new_axes("batch size", "decode arithmetic intensity (FLOP/byte)"
                          "Llama-3-70B, fp16 weights and KV", logx=True, logy=True)
 for ctx in (512, 2048, 8192, 32768):
     node = max_decode_batch(llama70, "h100-sxm", ctx, tp_degree=8)      # what 8 H100s (TP=8) hold
-    (line,) = ax.plot([b for b in batches if b <= node], [decode_intensity(llama70, b, ctx) for b in batches if b <= node],
-                      marker="o", ms=3, label=f"context {ctx:,} (8 x H100 hold {node:,})")
-    ax.plot([b for b in batches if b >= node / 2], [decode_intensity(llama70, b, ctx) for b in batches if b >= node / 2],
-            ls=":", color=line.get_color())
+    inside = [b for b in batches if b < node] + [node]
+    beyond = [node] + [b for b in batches if b > node]
+    (line,) = ax.plot(inside, [decode_intensity(llama70, b, ctx) for b in inside], marker="o", ms=3,
+                      label=f"context {ctx:,} (8 x H100 hold {node:,})")
+    ax.plot(beyond, [decode_intensity(llama70, b, ctx) for b in beyond], ls=":", color=line.get_color())
     ax.plot([node], [decode_intensity(llama70, node, ctx)], "s", color=line.get_color(), ms=6)
 ax.axhline(ridge, color="grey", ls="--", lw=1, label=f"H100 ridge ({ridge:.0f})")
 ax.legend(fontsize=8)
@@ -519,9 +521,8 @@ glue("share_70b_tp8_fit", f"{share_fit:.0%}");
 # bytes). Not checked: they depend on the machine and its load.
 
 # %%
-sizes = {"Llama-3-8B, batch 1": tp_allreduce_bytes(llama8, 1), "Llama-3-70B, batch 1": tp_allreduce_bytes(llama70, 1),
-         "Llama-3-70B, batch 16": tp_allreduce_bytes(llama70, 16), "Llama-3-70B, batch 64": tp_allreduce_bytes(llama70, 64),
-         "Llama-3-70B, batch 256": tp_allreduce_bytes(llama70, 256)}
+sizes = {f"{m.name}, batch {b}": tp_allreduce_bytes(m, b)
+         for m, b in ((llama8, 1), (llama70, 1), (llama70, 16), (llama70, 64), (llama70, 256))}
 timed = time_allreduce(list(sizes.values()), world_size=2)
 t0 = timed[0]
 print(f"measured on {t0.device}: backend {t0.backend}, {t0.world_size} processes, {t0.dtype}, torch {t0.torch}, "

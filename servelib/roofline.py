@@ -373,17 +373,17 @@ def decode_step(model, gpu, batch: int, context_len: int, *, tp_degree: int = 1,
     link's figures); the KV memory check of :func:`max_decode_batch`. A lower bound still:
     kernels reach less than the datasheet's peaks. Raises what those functions raise.
     """
-    from .hardware import as_gpu
     from .memory import kv_bytes_per_sequence
     g, tp, w = _device_share(model, gpu, tp_degree, bytes_per_param)
     b = _check.positive_int("batch", batch)
-    flops = (decode_flops_per_step(model.n_active_params, b) + decode_attention_flops_per_step(model, context_len, b)) / tp
-    bytes_moved = decode_bytes_per_step(w, kv_bytes_per_sequence(model, context_len, bytes_per_elem, tp_degree=tp), b)
+    flops = (decode_flops_per_step(model.n_active_params, b)
+             + decode_attention_flops_per_step(model, context_len, b)) / tp
+    kv = kv_bytes_per_sequence(model, context_len, bytes_per_elem, tp_degree=tp)
+    bytes_moved = decode_bytes_per_step(w, kv, b)
     compute, memory = flops / g.peak_flops(dtype), bytes_moved / g.hbm_bandwidth_Bps
     roof = predict_tpot_s(model, g, b, context_len, dtype=dtype, bytes_per_param=bytes_per_param,
                           bytes_per_elem=bytes_per_elem, tp_degree=tp)
-    comm_s = (tp_comm_time_s(model, as_gpu(g), b, tp, latency_s=latency_s, bandwidth_Bps=bandwidth_Bps)
-              if comm else 0.0)
+    comm_s = tp_comm_time_s(model, g, b, tp, latency_s=latency_s, bandwidth_Bps=bandwidth_Bps) if comm else 0.0
     fit = max_decode_batch(model, g, context_len, tp_degree=tp, bytes_per_param=bytes_per_param,
                            bytes_per_elem=bytes_per_elem, reserve_fraction=reserve_fraction)
     tpot = roof + comm_s

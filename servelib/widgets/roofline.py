@@ -116,7 +116,7 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
     if not all(ok):
         ax1.scatter([], [], facecolors="none", edgecolors="grey", label=f"hollow: beyond the {fit:,} "
                     "sequences the KV memory holds")
-    ax1.legend(loc="lower right")
+    ax1.legend(loc="upper left", fontsize=8)
 
     ax2.plot(batches, [p["tokens_per_s"] for p in pts], color="C0", label="throughput")
     ax2.scatter(batches, [p["tokens_per_s"] for p in pts], color="C0",
