@@ -50,19 +50,23 @@ DEVICE = pick_device()
 print(f"measuring on {DEVICE}")
 
 # %%
+import dataclasses
 import pathlib
 
 from servelib import plots
 from servelib.book import glue
 from servelib.grading import check
 from servelib.measure import describe, load_profiles, measure_profile, profile_label
+from servelib.hardware import get_gpu
 from servelib.memory import weight_bytes
 from servelib.models import get_model
-from servelib.roofline import predict_tpot_s, predict_ttft_s, prefill_attention_flops, prefill_flops
+from servelib.published import GPT_FAST_A100_PEAK_BANDWIDTH_BPS, GPT_FAST_SOURCE, published_decode
+from servelib.roofline import (max_decode_batch, predict_tpot_s, predict_ttft_s, prefill_attention_flops,
+                               prefill_flops)
 from servelib.units import fmt_bytes
 
 plots.apply_style()
-DATA = pathlib.Path("../book/data")   # profiles measured on real GPUs, committed with the book
+DATA = pathlib.Path("../book/data")   # profiles committed with the book (python -m servelib.measure)
 
 # %% [markdown]
 # ## Two phases of one request
@@ -171,8 +175,53 @@ glue("h100_tpot_8b", f"{predict_tpot_s(llama8, 'h100-sxm', 1, 4096) * 1e3:.1f} m
 # the bandwidth, and the L4's 300 GB/s makes it about {glue:text}`l4_over_h100` times the H100's.
 #
 # These are roofline estimates (the next chapter): lower bounds that ignore kernel launch
-# gaps, communication and scheduling. They are the right first answer, and the measurement
-# below says how close a real run comes.
+# gaps, communication and scheduling, and that assume the datasheet's peak bandwidth and
+# FLOP/s, which real kernels do not reach. They are the right first answer; published
+# measurements and the one below on this machine say how close a real run comes.
+#
+# ## Published: batch-1 decode on an A100
+#
+# The gpt-fast project published the decode speed of Llama-2 at batch 1 on A100-80GB cards
+# {cite}`gptfast2023`. These are its authors' measurements, not ours. Their cards were
+# power-limited to 330 W, at which, the source says, they reach about 1,700 GB/s instead of
+# the datasheet's 2,039 GB/s; the prediction is shown from both:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+a100 = get_gpu("a100-80gb")
+a100_330w = dataclasses.replace(a100, name="a100-80gb at 330 W", hbm_bandwidth_Bps=GPT_FAST_A100_PEAK_BANDWIDTH_BPS)
+print(f"published: {GPT_FAST_SOURCE}")
+print(f"{'model':<12}{'predicted, datasheet':>22}{'predicted, 1,700 GB/s':>23}{'published':>11}{'ratio':>7}")
+for r in published_decode(weights="bf16", tp_degree=1):
+    if r.gpu_preset != "a100-80gb":
+        continue
+    m = get_model(r.model)
+    if r.tokens_per_s is None:      # out of memory in the source, and in servelib's arithmetic too
+        assert max_decode_batch(m, a100, 5) == 0
+        print(f"{r.model:<12}  does not fit one card: {fmt_bytes(weight_bytes(m))} of bf16 weights")
+        continue
+    sheet, at_330w = predict_tpot_s(m, a100, 1, 5), predict_tpot_s(m, a100_330w, 1, 5)
+    print(f"{r.model:<12}{sheet * 1e3:>19.2f} ms{at_330w * 1e3:>20.2f} ms{r.tpot_s * 1e3:>8.2f} ms"
+          f"{r.tpot_s / at_330w:>7.2f}")
+    b7 = r
+pub_ratio = b7.tpot_s / predict_tpot_s(get_model("llama-2-7b"), a100_330w, 1, 5)
+achieved = b7.tokens_per_s * weight_bytes(get_model("llama-2-7b"))
+print(f"Llama-2-7B: {b7.tokens_per_s} tokens/s x {weight_bytes(get_model('llama-2-7b')) / 1e9:.1f} GB of weights "
+      f"= {achieved / 1e9:,.0f} GB/s read (the source's own column: {b7.bandwidth_GBps:,.0f} GB/s)")
+assert round(pub_ratio, 2) == 1.20 and round(achieved / 1e9) == 1414
+assert abs(achieved / 1e9 / b7.bandwidth_GBps - 1) < 0.02      # servelib's parameter count vs the source's
+
+# %% tags=["remove-cell"]
+glue("pub_tpot_7b", f"{b7.tpot_s * 1e3:.1f} ms")
+glue("pub_ratio_7b", f"{pub_ratio:.2f}")
+glue("pub_achieved_7b", f"{achieved / 1e9:,.0f} GB/s");
+
+# %% [markdown]
+# The published time per token, {glue:text}`pub_tpot_7b`, is {glue:text}`pub_ratio_7b`
+# times the roofline at the bandwidth those cards reach. Tokens per second times the bytes
+# of weights gives {glue:text}`pub_achieved_7b`: each token costs one read of the weights,
+# as the counting says, and the decode runs close to the memory's speed, far from its
+# arithmetic. The roofline chapter returns to these figures.
 #
 # ## Measure: both phases on this machine
 #
@@ -201,8 +250,9 @@ glue("live_ratio", f"{dec['s_per_token'] / pre['s_per_token']:.0f}");
 # prefill row reports FLOP/s because arithmetic limits it; the decode row reports bytes/s
 # because the weight read limits it.
 #
-# The same measurement, made on GPUs and saved with the book (`book/data/`), sits beside
-# yours in the figure. Every profile records its device, dtype, torch version and date.
+# Profiles measured with `python -m servelib.measure` and committed with the book
+# (`book/data/`) sit beside yours in the figure; the lines under it name each one's
+# device, dtype, torch version and date.
 
 # %%
 profiles = [live] + load_profiles(DATA)
@@ -227,8 +277,9 @@ for prof in profiles:
 # %% [markdown]
 # *Figure: seconds per token of the toy decoder's prefill and decode at batch 1 (bars) and
 # the roofline prediction from the same machine's measured ceilings (black ticks); this
-# machine first, then any committed GPU profiles. Notice the gap between the two groups of
-# bars: same FLOPs per token, one to two orders of magnitude apart, on every device.*
+# machine first, then the profiles committed with the book (named under the figure). Notice
+# the gap between the two groups of bars: same FLOPs per token, one to two orders of
+# magnitude apart, on every device measured.*
 #
 # ## Beginner mistake: one tokens-per-second number for both phases
 #
@@ -259,6 +310,7 @@ assert wrong > 8 * right
 # | Llama-3-8B, batch 1 on an H100: TPOT | {glue:text}`h100_tpot_8b` |
 # | decode vs prefill, per token, H100 (predicted) | {glue:text}`h100_ratio` x |
 # | decode vs prefill, per token, this machine (measured) | {glue:text}`live_ratio` x |
+# | Llama-2-7B batch 1 on an A100, published (gpt-fast) | {glue:text}`pub_tpot_7b`, {glue:text}`pub_ratio_7b` x the roofline |
 #
 # The prompt goes through the model in one pass and waits on arithmetic; the answer comes
 # out one token per pass and waits on reading the weights. The first phase sets TTFT, the

@@ -22,7 +22,7 @@
 # FLOP/s. The right one starts from memory: every token of every live conversation keeps
 # its keys and values in the {term}`KV cache`, and that cache, not arithmetic, is what
 # runs out first. This chapter derives the size of the cache, turns a node's memory into a
-# concurrency figure, and checks the formula against a cache that PyTorch allocates on
+# concurrency figure, and checks the formula against the memory a real decode run takes on
 # your machine.
 #
 # **You will be able to**
@@ -45,7 +45,7 @@ if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is Non
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
                    check=True)
 
-from servelib.measure import allocate_kv_cache, pick_device
+from servelib.measure import measure_kv_cache, pick_device
 
 DEVICE = pick_device()
 print(f"measuring on {DEVICE}")
@@ -58,7 +58,7 @@ from servelib.hardware import get_gpu
 from servelib.memory import (capacity, kv_budget_bytes, kv_bytes_per_sequence, kv_bytes_per_token,
                              max_concurrency, min_tp_degree, vllm_kv_budget_bytes, weight_bytes)
 from servelib.models import get_model, list_models
-from servelib.roofline import decode_flops_per_step, generation_flops
+from servelib.roofline import decode_attention_flops_per_step, decode_flops_per_step, generation_flops
 from servelib.units import GiB, KiB, MiB, fmt_bytes
 from servelib.widgets.concurrency import concurrency_explorer, concurrency_figure
 
@@ -220,10 +220,42 @@ glue("conc_mqa", conc["MQA (1 KV head)"])
 
 # %% [markdown]
 # {glue:text}`conc_gqa` conversations with GQA, {glue:text}`conc_mha` if the same model kept
-# all 64 KV heads, {glue:text}`conc_mqa` with a single KV head. The weights and the FLOPs
-# per token are the same in all three; only the cache changed. **No other knob moves
+# all 64 KV heads, {glue:text}`conc_mqa` with a single KV head. **No other knob moves
 # concurrency as far as the count of KV heads**: going from 64 to 8 divides the cache, and
 # multiplies the conversations, by 8.
+#
+# Those three figures hold the weights at the round 70 billion parameters, to isolate the
+# cache. The three variants do not have the same weights, though. The K and V projections
+# hold one `head_dim`-wide slice per KV head, so they shrink with the KV heads; the query
+# and output projections and the MLP do not. Neither do the attention FLOPs of a decode
+# step: every *query* head still scores the whole context, whichever KV head it reads.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'variant':<18}{'parameters':>12}{'KV/token':>10}{'weight FLOPs/token':>20}{'attention FLOPs at 8k':>23}"
+      f"{'8k seqs, own weights':>22}")
+own = {}
+for k, m in variants.items():
+    own[k] = max_concurrency(kv_budget_bytes(node, weight_bytes(m)), kv_bytes_per_token(m), 8192)
+    print(f"{k:<18}{m.n_params / 1e9:>11.1f}B{fmt_bytes(kv_bytes_per_token(m)):>10}"
+          f"{decode_flops_per_step(m.n_params) / 1e9:>15.1f} GFLOP"
+          f"{decode_attention_flops_per_step(m, 8192) / 1e9:>18.1f} GFLOP{own[k]:>22}")
+params = [round(m.n_params / 1e9, 1) for m in variants.values()]
+assert params == [70.6, 79.9, 69.4] and list(own.values()) == [183, 22, 1471]
+assert len({decode_attention_flops_per_step(m, 8192) for m in variants.values()}) == 1
+
+# %% tags=["remove-cell"]
+glue("params_mha", f"{variants['MHA (64 KV heads)'].n_params / 1e9:.1f}B")
+glue("params_mqa", f"{variants['MQA (1 KV head)'].n_params / 1e9:.1f}B")
+glue("params_span", f"{variants['MHA (64 KV heads)'].n_params / variants['MQA (1 KV head)'].n_params - 1:.0%}")
+glue("conc_mqa_own", f"{own['MQA (1 KV head)']:,}")
+
+# %% [markdown]
+# From MQA to MHA the parameters, and with them the weight bytes and the weight FLOPs per
+# token, grow by {glue:text}`params_span` ({glue:text}`params_mqa` to {glue:text}`params_mha`),
+# while the cache grows 64 times. Counted with each variant's own weights the concurrency
+# barely moves ({glue:text}`conc_mqa_own` instead of {glue:text}`conc_mqa` for MQA): the KV
+# heads decide it.
 #
 # ```{admonition} MQA under tensor parallelism
 # :class: note
@@ -302,21 +334,30 @@ assert min_tp_degree(llama70, "h100-sxm", context_len=8192) == 2
 # %% [markdown]
 # ## Measure: a real KV cache on this machine
 #
-# The formula should match what a framework actually allocates. Below, PyTorch allocates
-# one tensor laid out as inference engines keep it,
-# `(layers, K/V, sequences, KV heads, positions, head_dim)`, for a few sequences of a
-# Llama-3-8B-shaped cache, and we compare its size with the formula. On a CUDA GPU the
-# allocator's own count (`torch.cuda.memory_allocated`) is shown too.
+# Does a real decode run take the memory the formula says? A small decoder with random
+# weights (`servelib.measure.kv_toy_spec`: 4 layers of 8 heads of 128, every head with its
+# own K and V so that the cache is large next to the weights) prefills a batch of prompts
+# and decodes a few tokens for all of them, writing keys and values into a cache laid out
+# as inference engines keep it: `(layers, K/V, sequences, KV heads, positions, head_dim)`.
+#
+# Comparing that tensor's size with the formula would prove nothing: the tensor is shaped
+# by the formula. What we read instead is what the memory gained while the cache was alive,
+# as counted by something other than servelib: on a CPU, this process's resident memory as
+# the operating system counts it (the cache's pages become resident only when the run
+# writes them); on a CUDA GPU, PyTorch's allocator (`torch.cuda.memory_allocated`) and the
+# driver's free memory (`torch.cuda.mem_get_info`). The same run is made once before the
+# count, so that the allocator's and the kernels' own buffers are already there. Not
+# checked: the figures depend on the machine.
 
 # %%
-llama8 = get_model("llama-3-8b")
-alloc = allocate_kv_cache(llama8, batch=4, context_len=1024, device=DEVICE)
-print(f"device {alloc.device}, dtype {alloc.dtype}, shape {alloc.shape}")
-print(f"tensor bytes  : {alloc.tensor_bytes:,} ({fmt_bytes(alloc.tensor_bytes)})")
-print(f"formula bytes : {alloc.formula_bytes:,.0f}")
-if alloc.allocator_bytes is not None:
-    print(f"CUDA allocator: {alloc.allocator_bytes:,} bytes (rounded up to its block size)")
-assert alloc.tensor_bytes == alloc.formula_bytes
+kv = measure_kv_cache(batch=8, context_len=1024, device=DEVICE)
+print(f"measured on {DEVICE}")
+print(f"{kv.model}: {kv.batch} sequences x {kv.context_len:,} tokens, {kv.dtype}")
+print(f"formula : {kv.formula_bytes:>13,.0f} bytes ({fmt_bytes(kv.formula_bytes)})")
+print(f"measured: {kv.measured_bytes:>13,} bytes ({kv.method}), {kv.ratio:.3f} x the formula")
+if kv.driver_bytes is not None:
+    print(f"driver  : {kv.driver_bytes:>13,} bytes less free device memory (allocator blocks, rounded up)")
+assert 0.8 < kv.ratio < 1.25      # a slip such as heads for KV heads, or K without V, lands far outside
 
 # %% [markdown]
 # ## Concurrency against context length
@@ -506,24 +547,24 @@ assert not one_card.fits and one_card.concurrency == 0
 
 # %% [markdown]
 # **Sizing concurrency from FLOPs.** "Eight H100s do {glue:text}`flops_node` of bf16; a token
-# of a 70B model costs {glue:text}`flops_token`; at 20 tokens/s per user that is
-# {glue:text}`users_flops` users." The arithmetic is fine and the answer is
-# {glue:text}`flops_error` too high: long before the FLOPs run out, the KV cache does.
+# of a 70B model costs {glue:text}`flops_token`; at 20 tokens/s for each conversation that
+# is {glue:text}`seqs_flops` conversations at once." The arithmetic is fine and the answer
+# is {glue:text}`flops_error` too high: long before the FLOPs run out, the KV cache does.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 flops_node = 8 * h100.peak_flops("bf16")
-tokens_per_s_per_user = 20
+tokens_per_s_per_sequence = 20
 flops_per_token = decode_flops_per_step(70e9)          # 2 x parameters, one token
-from_flops = flops_node / (flops_per_token * tokens_per_s_per_user)
+from_flops = flops_node / (flops_per_token * tokens_per_s_per_sequence)
 from_memory = max_concurrency(budget, kv_tok, 8192)
-print(f"wrong (from FLOPs): {from_flops:,.0f} users   right (from memory): {from_memory} users")
+print(f"wrong (from FLOPs): {from_flops:,.0f} sequences   right (from memory): {from_memory} sequences")
 assert (round(from_flops), round(from_flops / from_memory)) == (2827, 15)
 
 # %% tags=["remove-cell"]
 glue("flops_node", f"{flops_node / 1e15:.1f} PFLOP/s")
 glue("flops_token", f"{flops_per_token / 1e9:.0f} GFLOP")
-glue("users_flops", f"{from_flops:,.0f}")
+glue("seqs_flops", f"{from_flops:,.0f}")
 glue("flops_error", f"{from_flops / from_memory:.0f}x")
 
 # %% [markdown]

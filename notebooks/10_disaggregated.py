@@ -20,7 +20,7 @@
 #
 # A serving replica does two jobs with opposite bottlenecks: it reads prompts, which is
 # arithmetic, and it writes answers one token at a time, which is memory traffic. Put both
-# in the same step and the step lasts as long as the prompt's arithmetic, so every user
+# in the same step and the step lasts as long as the prompt's arithmetic, so every request
 # in the middle of an answer waits for someone else's prompt. Chunked prefill cuts the
 # prompt into slices; {term}`disaggregated serving <Disaggregated serving>` moves prompts to
 # GPUs of their own and ships each prompt's KV cache to the GPUs that decode it. This
@@ -123,7 +123,7 @@ glue("mixed_ratio", f"{mixed_ms / decode_ms:.1f}x")
 
 # %% [markdown]
 # The prompt stretches the step from {glue:text}`decode_ms` to {glue:text}`mixed_ms`,
-# {glue:text}`mixed_ratio`: for that step, 64 users see their answer pause for the
+# {glue:text}`mixed_ratio`: for that step, the 64 sequences decoding see their answer pause for the
 # length of a prefill. The figure shows the step time as prompt tokens join the batch.
 
 # %%
@@ -560,7 +560,7 @@ glue("tight_ms", f"{targets_ms[0]:g} ms")
 # token target leaves a shared step little room for prompts, and every prompt token then
 # costs decode time. The two-pool lines barely move between the bounds.*
 #
-# Takeaway: a prompt in a decode step costs every running user the prompt's arithmetic.
+# Takeaway: a prompt in a decode step costs every sequence decoding beside it the prompt's arithmetic.
 # Chunk it, and that cost is bounded per step; give it its own GPUs, and it is gone from
 # the decode step, at the price of moving the KV and of two pools to size. Which costs
 # fewer GPUs depends on how tight the token target is and on how well the engine overlaps

@@ -100,3 +100,82 @@ def published_decode(model: str | None = None, *, weights: str | None = None,
     return [r for r in rows
             if (model is None or r.model == model) and (weights is None or r.weights == weights)
             and (tp_degree is None or r.tp_degree == tp_degree)]
+
+
+#: Bytes per weight of each of gpt-fast's weight formats, scales and zero points left out
+#: (int4 with groups of 32 adds a 16-bit scale and zero per group, 1/8 byte per weight).
+WEIGHT_BYTES = {"bf16": 2.0, "int8": 1.0, "int4-g32": 0.5}
+
+
+def weights_read_per_gpu_bytes(row: PublishedDecode) -> float:
+    """Bytes of weights each GPU reads per token in ``row``'s setup, as gpt-fast lays them out.
+
+    gpt-fast shards the transformer layers over ``tp_degree`` GPUs but keeps the (untied)
+    embedding table and LM head whole on every GPU: ``((P - E) / tp + E) * bytes``, with
+    ``E = 2 * vocab_size * hidden_size`` and bytes per weight from :data:`WEIGHT_BYTES`.
+    (servelib's own :func:`servelib.roofline.predict_tpot_s` splits every weight, as vLLM
+    does.) Raises KeyError for an unknown weight format.
+    """
+    from .models import get_model
+    m = get_model(row.model)
+    embed = 2 * m.vocab_size * m.hidden_size
+    return ((m.n_params - embed) / row.tp_degree + embed) * WEIGHT_BYTES[row.weights]
+
+
+def predicted_tpot_s(row: PublishedDecode, *, bandwidth_Bps: float = GPT_FAST_A100_PEAK_BANDWIDTH_BPS,
+                     comm: bool = True, latency_s: float | None = None) -> float:
+    """servelib's prediction for ``row``'s setup: seconds per token on gpt-fast's layout.
+
+    The roofline (:func:`servelib.roofline.step_time_s`) of one decode step reading
+    :func:`weights_read_per_gpu_bytes` at ``bandwidth_Bps`` (default: the ~1,700 GB/s the
+    source says its power-limited A100s reach), plus, when ``comm``, the step's
+    tensor-parallel all-reduces (:func:`servelib.roofline.tp_comm_time_s` over the A100's
+    NVLink, ``latency_s`` per call if given). Raises ValueError for a row with no servelib
+    GPU preset.
+    """
+    from .hardware import get_gpu
+    from .models import get_model
+    from .roofline import decode_flops_per_step, step_time_s, tp_comm_time_s
+    if row.gpu_preset is None:
+        raise ValueError(f"row on {row.gpu!r} has no servelib GPU preset to predict with")
+    m, gpu = get_model(row.model), get_gpu(row.gpu_preset)
+    flops = decode_flops_per_step(m.n_active_params, row.batch) / row.tp_degree
+    t = step_time_s(flops, weights_read_per_gpu_bytes(row), gpu.peak_flops("bf16"), bandwidth_Bps)
+    if comm:
+        t += tp_comm_time_s(m, gpu, row.batch, row.tp_degree, latency_s=latency_s)
+    return t
+
+
+@dataclass(frozen=True)
+class TPFit:
+    """gpt-fast's tensor-parallel figures for one model fitted to ``tpot = bytes / bandwidth + 2L * allreduce``.
+
+    ``bandwidth_Bps``: the memory bandwidth the fit finds; ``allreduce_s``: the time per
+    all-reduce it finds (two per layer per token); ``tp_degrees``: the rows fitted.
+    """
+
+    model: str
+    bandwidth_Bps: float
+    allreduce_s: float
+    tp_degrees: tuple
+
+
+def fit_tp_scaling(model: str, weights: str = "bf16") -> TPFit:
+    """Least-squares fit of gpt-fast's published TP >= 2 rows of ``model`` (A100, batch 1).
+
+    Each row's time per token is modelled as its weight bytes per GPU
+    (:func:`weights_read_per_gpu_bytes`) over a bandwidth ``B``, plus ``2 * n_layers``
+    all-reduces of ``a`` seconds each; the fit returns ``B`` and ``a``. Raises ValueError if
+    fewer than two such rows are published.
+    """
+    import numpy as np
+
+    from .models import get_model
+    rows = [r for r in published_decode(model, weights=weights)
+            if r.tp_degree >= 2 and r.tokens_per_s is not None and r.gpu_preset == "a100-80gb"]
+    if len(rows) < 2:
+        raise ValueError(f"fewer than two published TP >= 2 rows for {model!r} ({weights})")
+    n_ar = 2 * get_model(model).n_layers
+    a = np.array([[weights_read_per_gpu_bytes(r), n_ar] for r in rows], dtype=float)
+    (inv_bw, allreduce), *_ = np.linalg.lstsq(a, np.array([r.tpot_s for r in rows]), rcond=None)
+    return TPFit(model, float(1.0 / inv_bw), float(allreduce), tuple(r.tp_degree for r in rows))

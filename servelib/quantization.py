@@ -84,9 +84,9 @@ def quantized_tpot_s(model: ModelSpec, gpu: GPUSpec | str, weights: str | Precis
     :func:`servelib.roofline.predict_tpot_s` with the weights'
     :func:`~servelib.precision.effective_bytes_per_param` (layers in ``weights``, embedding
     table in bf16), streamed at ``bandwidth_ratio`` of the bandwidth (default
-    :func:`assumed_bandwidth_ratio`; 1.0 is the ideal kernel). A kernel that reaches a
-    fraction ``r`` of the bandwidth takes as long as one reading ``1/r`` times the bytes, so
-    the weights' bytes are divided by ``r``; the KV reads (another kernel) and the FLOPs
+    :func:`assumed_bandwidth_ratio`; 1.0 is the ideal kernel): ``predict_tpot_s``'s
+    ``weight_bandwidth_ratio``. A kernel that reaches a fraction ``r`` of the bandwidth
+    takes as long as one reading ``1/r`` times the bytes; the KV reads (another kernel) and the FLOPs
     (weight-only formats multiply in 16 bits after unpacking, in ``dtype``) are unchanged.
     Raises ValueError for a ratio outside (0, 1] and as :func:`~servelib.roofline.predict_tpot_s`.
     """
@@ -96,8 +96,8 @@ def quantized_tpot_s(model: ModelSpec, gpu: GPUSpec | str, weights: str | Precis
     if r == 0:
         raise ValueError("bandwidth_ratio must lie in (0, 1], got 0")
     return predict_tpot_s(model, gpu, batch, context_len, dtype=dtype, tp_degree=tp_degree,
-                          bytes_per_elem=bytes_per_elem,
-                          bytes_per_param=effective_bytes_per_param(model, weights) / r)
+                          bytes_per_elem=bytes_per_elem, bytes_per_param=effective_bytes_per_param(model, weights),
+                          weight_bandwidth_ratio=r)
 
 
 def quantized_decode_speedup(model: ModelSpec, gpu: GPUSpec | str, weights: str | Precision, *,

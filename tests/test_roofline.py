@@ -43,11 +43,14 @@ def test_h100_ridge_is_about_295():
 
 def test_batch1_fp16_intensity_is_about_one_flop_per_byte():
     for ctx in (1, 2048, 8192):
-        i = decode_intensity(LLAMA70, 1, ctx)
-        assert 0.8 < i <= 1
-    # Exactly 2P / (2P + KV) with 2-byte weights.
+        assert 0.8 < decode_intensity(LLAMA70, 1, ctx, attention=False) <= 1
+        assert 0.95 < decode_intensity(LLAMA70, 1, ctx) < 1.2
+    # Exactly (2P + 4 L H d c) / (2P + KV) with 2-byte weights; weights only: 2P / (2P + KV).
     kv = kv_bytes_per_sequence(LLAMA70, 8192)
+    attn = 4 * 80 * 64 * 128 * 8192
     assert decode_intensity(LLAMA70, 1, 8192) == pytest.approx(
+        (2 * LLAMA70.n_params + attn) / (weight_bytes(LLAMA70) + kv), rel=1e-12)
+    assert decode_intensity(LLAMA70, 1, 8192, attention=False) == pytest.approx(
         2 * LLAMA70.n_params / (weight_bytes(LLAMA70) + kv), rel=1e-12)
 
 
@@ -62,9 +65,24 @@ def test_critical_batch_is_where_intensity_crosses_the_ridge():
     b = critical_batch(LLAMA70, r, 1)
     assert decode_intensity(LLAMA70, b, 1) >= r > decode_intensity(LLAMA70, b - 1, 1)
     assert 290 < b < 300
-    # At 8k the limit 2P/KV is ~53 FLOP/byte, under the ridge: no batch makes decode compute-bound.
-    assert round(decode_intensity_limit(LLAMA70, 8192)) == 53
+    # At 8k the limit (2P + A)/KV is ~61 FLOP/byte (53 without attention), under the ridge:
+    # no batch makes decode compute-bound.
+    assert round(decode_intensity_limit(LLAMA70, 8192)) == 61
+    assert round(decode_intensity_limit(LLAMA70, 8192, attention=False)) == 53
     assert critical_batch(LLAMA70, r, 8192) is None
+    assert critical_batch(LLAMA70, r, 1024) < critical_batch(LLAMA70, r, 1024, attention=False)
+
+
+@pytest.mark.parametrize("name,floor", [("llama-3-70b", 8), ("llama-3-8b", 4), ("llama-2-7b", 1)])
+def test_attention_sets_a_floor_under_the_intensity_limit(name, floor):
+    # Attention's own intensity is 4 L H d c / (2 L H_kv d c b) = 2 (H / H_kv) / b: the GQA
+    # group size over the element bytes, whatever the context. So the limit tends to it
+    # from above as the context grows, instead of to 0 as 2P/KV does.
+    m = get_model(name)
+    limits = [decode_intensity_limit(m, c) for c in (2048, 32768, 1 << 22)]
+    assert limits[0] > limits[1] > limits[2] > floor
+    assert limits[2] == pytest.approx(floor, rel=0.05)
+    assert decode_intensity_limit(m, 1 << 22, attention=False) < 0.05 * floor
 
 
 @given(st.integers(1, 2000), st.integers(1, 32768))

@@ -71,7 +71,10 @@ def test_concurrency_explorer_recomputes_on_every_control():
 
 def test_decode_point_batch_one_is_memory_bound_near_one_flop_per_byte():
     p = decode_point("llama-3-70b", "h100-sxm", 1, 8192)
-    assert p["intensity"] == pytest.approx(1.0, abs=0.02)           # the syllabus's "~1"
+    # The syllabus's "~1": 2P FLOPs per 2P bytes of weights, plus attention over 8k tokens
+    # (4 L H d c FLOPs, 15% of 2P) against the cache's bytes (2% of the weights).
+    assert p["intensity"] == pytest.approx((2 * 70.55e9 + 4 * 80 * 64 * 128 * 8192) / (2 * 70.55e9 + 2.5 * 2**30),
+                                           rel=1e-3)
     assert p["utilization"] == pytest.approx(p["intensity"] / ridge_point("h100-sxm"))
     assert p["utilization"] < 0.004                                   # "~0.3% of the GPU"
     assert p["tpot_s"] == predict_tpot_s(get_model("llama-3-70b"), "h100-sxm", 1, 8192)
@@ -93,6 +96,14 @@ def test_roofline_report_and_figure():
     left, right = fig.axes[0], fig.axes[1]
     assert left.get_xlabel() == "arithmetic intensity (FLOP/byte)"
     assert right.get_ylabel() == "decode throughput (tokens/s)" and fig.axes[2].get_ylabel().endswith("(ms)")
+    plt.close(fig)
+
+
+def test_roofline_figure_marks_batches_that_do_not_fit_in_both_panels():
+    fig = roofline_figure("llama-3-8b", "h100-sxm", context_len=4096, batches=(1, 64, 256))  # 117 fit at 4k
+    for ax in fig.axes[:2]:
+        assert [face[3] for face in ax.collections[0].get_facecolors()] == [1, 1, 0]   # hollow: no fill
+    assert any("beyond the 117 sequences" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
     plt.close(fig)
 
 

@@ -96,10 +96,12 @@ class Derived:
     the weights plus one sequence (``None`` if none up to ``n_gpus`` does);
     ``right_tp_degree``: the smallest that also meets the target concurrency.
     ``decode_batch``: the batch TPOT is predicted at (``max_batch`` capped by what fits in a
-    replica). ``break_even_utilization``: of the PTU commitment at the workload's output
-    mix, its capacity counted with the plan's ``output_token_weight`` (``None`` without a
-    commitment); ``cheapest_floor_percentile``: the percentile of demand at which a floor of
-    that capacity with spill costs least, ``100 (1 - u*)``. ``self_hosted_usd_per_1k``: the self-hosted unit
+    replica). ``ttft_s`` and ``tpot_s`` are None when the weights plus one sequence do not
+    fit a replica: such a deployment has no speed. ``break_even_utilization``: of the PTU
+    commitment at the workload's output mix, its capacity counted with the plan's
+    ``output_token_weight`` (``None`` without a commitment); ``cheapest_floor_percentile``:
+    the percentile of demand at which a floor of that capacity with spill costs least,
+    ``100 (1 - u*)``. ``self_hosted_usd_per_1k``: the self-hosted unit
     cost with every line counted, and ``crossover_tokens_per_month`` the volume at which
     self-hosting meets pay-as-you-go (``None`` without a self-hosting case).
     """
@@ -113,9 +115,9 @@ class Derived:
     sequences_per_replica: int
     min_tp_degree: int | None
     right_tp_degree: int | None
-    ttft_s: float
+    ttft_s: float | None
     decode_batch: int
-    tpot_s: float
+    tpot_s: float | None
     break_even_utilization: float | None
     self_hosted_usd_per_1k: float | None
     crossover_tokens_per_month: float | None
@@ -191,10 +193,11 @@ def derive(plan: CapacityPlan) -> Derived:
         sequences_per_replica=cap.sequences_per_replica,
         min_tp_degree=min_tp,
         right_tp_degree=right_tp_degree(plan),
-        ttft_s=predict_ttft_s(model, gpu, plan.prompt_len, **common),
+        # No speed for a deployment that cannot hold its weights plus one sequence.
+        ttft_s=predict_ttft_s(model, gpu, plan.prompt_len, **common) if cap.fits else None,
         decode_batch=batch,
-        tpot_s=predict_tpot_s(model, gpu, batch, plan.context_len,
-                              bytes_per_elem=plan.kv_bytes_per_elem, **common),
+        tpot_s=(predict_tpot_s(model, gpu, batch, plan.context_len, bytes_per_elem=plan.kv_bytes_per_elem,
+                               **common) if cap.fits else None),
         break_even_utilization=_break_even(plan, plan.output_fraction) if plan.has_ptu else None,
         self_hosted_usd_per_1k=plan_tco(plan).unit_cost_usd_per_1k if plan.has_self_hosting and cap.fits else None,
         crossover_tokens_per_month=(crossover_tokens_per_month(_blended(plan), **_tco_kwargs(plan))

@@ -62,7 +62,7 @@ def mistake_plans() -> dict[str, CapacityPlan]:
     kv_heads_slip = kv_bytes_per_token(dataclasses.replace(m, n_kv_heads=m.n_heads))
     return {
         "concurrency-from-flops": _with(
-            s, "concurrency-from-flops", "8 x 989 TFLOP/s / (140 GFLOP per token x 20 tokens/s) = 2,800 users",
+            s, "concurrency-from-flops", "8 x 989 TFLOP/s / (140 GFLOP per token x 20 tokens/s) = 2,800 concurrent sequences",
             claimed_concurrency=2800, concurrency_basis="flops"),
         "attention-heads-for-kv": _with(
             s, "attention-heads-for-kv", "64 attention heads put in the KV formula",

@@ -46,8 +46,10 @@ def derived_lines(plan: CapacityPlan) -> list[str]:
         ("smallest TP degree", f"{d.min_tp_degree or 'none'} fits; "
                                f"{d.right_tp_degree or 'none'} meets the target of "
                                f"{plan.target_concurrency} conversations"),
-        ("predicted TTFT", f"{d.ttft_s * 1e3:.1f} ms for a {plan.prompt_len:,}-token prompt, empty queue"),
-        ("predicted TPOT", f"{d.tpot_s * 1e3:.1f} ms at batch {d.decode_batch}"),
+        ("predicted TTFT", f"{d.ttft_s * 1e3:.1f} ms for a {plan.prompt_len:,}-token prompt, empty queue"
+                           if d.weights_fit else "none: the deployment does not fit"),
+        ("predicted TPOT", f"{d.tpot_s * 1e3:.1f} ms at batch {d.decode_batch}"
+                           if d.weights_fit else "none: the deployment does not fit"),
         ("PTU break-even", "no PTU commitment" if d.break_even_utilization is None else
          f"{d.break_even_utilization:.0%} utilisation at {plan.output_fraction:.0%} output "
          f"(an output token uses {plan.output_token_weight:g} input tokens of capacity)"),

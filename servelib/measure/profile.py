@@ -1,7 +1,7 @@
 """A hardware profile: the ceilings, prefill and decode, and a batching sweep, as one JSON record.
 
 ``python -m servelib.measure [--quick] --out profile.json`` writes one; the book keeps
-profiles measured on real GPUs under ``book/data/`` and plots them beside the live figures.
+profiles measured with it under ``book/data/`` and plots them beside the live figures.
 """
 from __future__ import annotations
 

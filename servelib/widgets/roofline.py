@@ -25,8 +25,8 @@ from ..hardware import list_gpus, ridge_point
 from ..memory import capacity, kv_bytes_per_sequence
 from ..models import list_models
 from ..plots import apply_style
-from ..roofline import (decode_bytes_per_step, decode_flops_per_step, decode_tokens_per_s, decode_weight_bytes,
-                        predict_tpot_s)
+from ..roofline import (decode_attention_flops_per_step, decode_bytes_per_step, decode_flops_per_step,
+                        decode_tokens_per_s, decode_weight_bytes, predict_tpot_s)
 from ._common import assemble, config_box, figure_png, report_html, resolve, safely
 
 BATCHES = tuple(2**k for k in range(0, 11))      # 1 .. 1,024 sequences
@@ -36,18 +36,19 @@ CONTEXTS = tuple(2**k for k in range(9, 18))     # 512 .. 131,072 tokens
 def decode_point(model, gpu, batch: int, context_len: int, *, dtype: str = "bf16", tp_degree: int = 1) -> dict:
     """One decode step on one device as the roofline sees it.
 
-    Returns a dict: ``intensity`` (FLOP/byte: the step's FLOPs over its bytes, both from
-    :mod:`servelib.roofline`, per device under TP), ``tpot_s`` (:func:`predict_tpot_s`),
-    ``tokens_per_s`` (:func:`decode_tokens_per_s`, all sequences of the replica) and
-    ``utilization`` (achieved FLOP/s over the dtype's dense peak, in [0, 1]).
-    16-bit weights and KV cache; a mixture of experts reads only the experts the batch
-    routes to; communication ignored (a lower bound on time).
+    Returns a dict: ``intensity`` (FLOP/byte: the step's FLOPs, weights' and attention's,
+    over its bytes, both from :mod:`servelib.roofline`, per device under TP), ``tpot_s``
+    (:func:`predict_tpot_s`), ``tokens_per_s`` (:func:`decode_tokens_per_s`, all sequences
+    of the replica) and ``utilization`` (achieved FLOP/s over the dtype's dense peak, in
+    [0, 1]). 16-bit weights and KV cache; a mixture of experts reads only the experts the
+    batch routes to; communication ignored (a lower bound on time).
     Raises ValueError for a bad size, an unknown dtype on this GPU, or a TP degree the KV
     heads cannot be split over.
     """
     m, g = resolve(model, gpu)
     tp = _check.positive_int("tp_degree", tp_degree)
-    flops = decode_flops_per_step(m.n_active_params, batch) / tp
+    flops = (decode_flops_per_step(m.n_active_params, batch)
+             + decode_attention_flops_per_step(m, context_len, batch)) / tp
     bytes_moved = decode_bytes_per_step(decode_weight_bytes(m, batch) / tp,
                                         kv_bytes_per_sequence(m, context_len, tp_degree=tp), batch)
     tpot = predict_tpot_s(m, g, batch, context_len, dtype=dtype, tp_degree=tp)
@@ -88,8 +89,9 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
 
     Left: the roofline (attainable FLOP/s against arithmetic intensity, log-log) with the
     ridge point and the decode step at each batch size. Right: decode throughput
-    (tokens/s) and time per output token (ms) against batch size; batches beyond what the
-    KV memory holds are drawn hollow. Returns the matplotlib figure.
+    (tokens/s) and time per output token (ms) against batch size. In both panels a batch
+    beyond what the KV memory holds (:func:`servelib.memory.capacity`, 10% reserve) is drawn
+    hollow, and the legend says so: it cannot run. Returns the matplotlib figure.
     """
     m, g = resolve(model, gpu)
     batches = list(batches)
@@ -105,14 +107,18 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
     ax1.plot([xs[0], ridge, xs[1]], [xs[0] * bw, peak, peak], color="black", lw=1.5, label="roofline")
     ax1.axvline(ridge, color="grey", ls="--", lw=0.8)
     ax1.annotate(f"ridge {ridge:,.0f}", (ridge, peak), textcoords="offset points", xytext=(4, -14))
-    ax1.scatter([p["intensity"] for p in pts], [p["utilization"] * peak for p in pts],
-                c=range(len(pts)), cmap="viridis", zorder=3, label="decode step, batch 1 to "
-                f"{batches[-1]:,}")
+    ok = [b <= fit for b in batches]
+    colors = plt.get_cmap("viridis")([i / max(1, len(pts) - 1) for i in range(len(pts))])
+    ax1.scatter([p["intensity"] for p in pts], [p["utilization"] * peak for p in pts], zorder=3,
+                edgecolors=colors, facecolors=[c if o else "none" for c, o in zip(colors, ok)],
+                label=f"decode step, batch {batches[0]:,} to {batches[-1]:,}")
     ax1.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
             ylabel="attained FLOP/s", title=f"{g.name}, {dtype}")
-    ax1.legend(loc="lower right")
+    if not all(ok):
+        ax1.scatter([], [], facecolors="none", edgecolors="grey", label=f"hollow: beyond the {fit:,} "
+                    "sequences the KV memory holds")
+    ax1.legend(loc="upper left", fontsize=8)
 
-    ok = [b <= fit for b in batches]
     ax2.plot(batches, [p["tokens_per_s"] for p in pts], color="C0", label="throughput")
     ax2.scatter(batches, [p["tokens_per_s"] for p in pts], color="C0",
                 facecolors=["C0" if o else "none" for o in ok])
