@@ -194,6 +194,28 @@ def decode_tokens_per_s(model, gpu, batch: int, context_len: int, **kwargs) -> f
     return _check.positive_int("batch", batch) / predict_tpot_s(model, gpu, batch, context_len, **kwargs)
 
 
+def _attended_keys(model, context_len: int, prefill: bool) -> float:
+    """Keys a query attends to, summed over layers: at one decode position ``context_len``,
+    or over every position of a prompt of ``context_len`` tokens (``prefill``).
+
+    A full-attention or MLA layer attends to every earlier token, a sliding-window layer to
+    the last ``window`` only, and a linear-attention or Mamba layer to none (its cost per
+    token is in its weights, whatever the context).
+    """
+    def one(n):          # positions 1..S attend to 1..min(t, n) keys (decode: the last only)
+        s = context_len
+        if not prefill:
+            return min(s, n)
+        return s * (s + 1) / 2 if s <= n else n * (n + 1) / 2 + (s - n) * n
+    total = 0.0
+    for x in model.layer_specs:
+        if x.kind in ("full", "mla"):
+            total += one(context_len)
+        elif x.kind == "sliding":
+            total += one(x.window)
+    return total
+
+
 def prefill_attention_flops(model, n_tokens: int, batch: int = 1) -> float:
     """FLOPs of causal self-attention over a prompt, the term :func:`prefill_flops` leaves out.
 
@@ -201,13 +223,15 @@ def prefill_attention_flops(model, n_tokens: int, batch: int = 1) -> float:
     ``t`` values: ``2 * n_heads * head_dim * t`` FLOPs each, per layer. Summed over a prompt
     of ``S`` tokens: ``2 * L * n_heads * head_dim * S * (S + 1)`` per sequence, times
     ``batch``. Quadratic in ``S``: a correction of a few percent at short prompts that grows
-    with the prompt (for Llama-3-70B it reaches 10% of ``2PS`` near 11k tokens).
+    with the prompt (for Llama-3-70B it reaches 10% of ``2PS`` near 11k tokens). Layer by
+    layer: a sliding-window layer attends to at most ``window`` keys, a fixed-state layer
+    to none (an MLA layer is counted with ``head_dim``, an approximation).
     Raises ValueError for non-positive sizes.
     """
     _check.instance("model", model, ModelSpec)
     s = _check.positive_int("n_tokens", n_tokens)
     b = _check.positive_int("batch", batch)
-    return 2.0 * model.n_layers * model.n_heads * model.head_dim * s * (s + 1) * b
+    return 4.0 * model.n_heads * model.head_dim * _attended_keys(model, s, prefill=True) * b
 
 
 def decode_attention_flops_per_step(model, context_len: int, batch: int = 1) -> float:
@@ -215,12 +239,14 @@ def decode_attention_flops_per_step(model, context_len: int, batch: int = 1) -> 
 
     The new token scores ``context_len`` cached keys and sums as many values (2 FLOPs per
     multiply-add each). Left out of :func:`decode_flops_per_step`; it matters only when the
-    context is long compared with ``P / (2 * L * n_heads * head_dim)`` tokens.
+    context is long compared with ``P / (2 * L * n_heads * head_dim)`` tokens. Layer by
+    layer: a sliding-window layer attends to at most ``window`` keys, a fixed-state layer
+    to none (an MLA layer is counted with ``head_dim``, an approximation).
     """
     _check.instance("model", model, ModelSpec)
     c = _check.positive_int("context_len", context_len)
     b = _check.positive_int("batch", batch)
-    return 4.0 * model.n_layers * model.n_heads * model.head_dim * c * b
+    return 4.0 * model.n_heads * model.head_dim * _attended_keys(model, c, prefill=False) * b
 
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:

@@ -162,3 +162,18 @@ def test_moe_intensity_and_critical_batch_use_touched_bytes():
     ridge = 295.4
     b = critical_batch(m, ridge)
     assert decode_intensity(m, b) >= ridge > decode_intensity(m, b - 1)
+
+
+def test_attention_flops_count_windows_layer_by_layer():
+    from servelib.roofline import decode_attention_flops_per_step, prefill_attention_flops
+    # gpt-oss-20b: 12 full layers and 12 of a 128-token window. At 131,072 tokens of context a
+    # decode step attends to 12 x 131,072 + 12 x 128 keys per query head, not 24 x 131,072.
+    m = get_model("gpt-oss-20b")
+    per_key = 4 * m.n_heads * m.head_dim
+    assert decode_attention_flops_per_step(m, 131_072) == per_key * (12 * 131_072 + 12 * 128)
+    # A 200-token prompt: full layers sum 1..200, windowed ones 1..128 then 128 for 72 more.
+    assert prefill_attention_flops(m, 200) == per_key * (12 * 200 * 201 / 2 + 12 * (128 * 129 / 2 + 72 * 128))
+    # A dense model keeps the closed forms.
+    d = get_model("llama-3-70b")
+    assert prefill_attention_flops(d, 100) == 2 * 80 * 64 * 128 * 100 * 101
+    assert decode_attention_flops_per_step(d, 100, 3) == 4 * 80 * 64 * 128 * 100 * 3
