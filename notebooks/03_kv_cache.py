@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # The KV cache and concurrency
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/03_kv_cache.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/03_kv_cache.ipynb)
 #
 # How many conversations can one GPU server hold at once? The tempting answer starts from
 # FLOP/s. The right one starts from memory: every token of every live conversation keeps
@@ -26,23 +26,33 @@
 # your machine.
 #
 # **You will be able to**
-# 1. derive the KV bytes per token, $2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b$, and say why a cache makes decode linear rather than quadratic;
+# 1. derive the KV bytes per token, $2 \cdot L \cdot H_{kv} \cdot d_\text{head} \cdot b$, and say why a cache makes decode linear rather than quadratic;
 # 2. turn a node's memory into a KV budget and a maximum concurrency, in two conventions (ours and vLLM's);
 # 3. explain why the number of KV heads ({term}`GQA`) moves concurrency more than anything else, and what an MQA model costs under tensor parallelism;
 # 4. find the smallest {term}`TP degree` that fits a model;
 # 5. catch four beginner mistakes: heads for KV heads, no working reserve, "70B fits one card", concurrency from FLOPs.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). Then it reports the device that measurements will use.
 import importlib.util
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        reason = next((line.strip() for line in pip.stderr.splitlines()
+                       if line.startswith(("ERROR", "fatal"))), "see pip's log")
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
 from servelib.measure import allocate_kv_cache, pick_device
 
@@ -105,18 +115,18 @@ glue("ratio_4096", f"{ratio_4096:,.0f}")
 # ## KV bytes per token
 #
 # Each layer stores, for each token, one key vector and one value vector per KV head, each
-# of `head_dim` elements. With $L$ layers, $H_{kv}$ KV heads of size $d_{head}$ and $b$ bytes
+# of `head_dim` elements. With $L$ layers, $H_{kv}$ KV heads of size $d_\text{head}$ and $b$ bytes
 # per element:
 #
 # $$
-# \text{KV bytes per token} = 2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b .
+# \text{KV bytes per token} = 2 \cdot L \cdot H_{kv} \cdot d_\text{head} \cdot b .
 # $$
 #
 # The 2 is K plus V. $H_{kv}$ is the number of *KV* heads, which in a {term}`GQA` model is
 # smaller than the number of attention heads {cite}`ainslie2023gqa`; in an {term}`MQA` model it
-# is one {cite}`shazeer2019mqa`. $d_{head}$ is read from the model's
+# is one {cite}`shazeer2019mqa`. $d_\text{head}$ is read from the model's
 # `config.json` when it is there: it is not always `hidden_size / num_attention_heads`.
-# For Llama-3-70B ($L=80$, $H_{kv}=8$, $d_{head}=128$, fp16 so $b=2$):
+# For Llama-3-70B ($L=80$, $H_{kv}=8$, $d_\text{head}=128$, fp16 so $b=2$):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -179,8 +189,8 @@ glue("l70_weights", f"{weight_bytes(llama70) / GiB:.1f} GiB")
 
 # %% [markdown]
 # About {glue:text}`w70_gib`: a 70B model at fp16 needs {term}`tensor parallelism <TP degree>`
-# just to exist, before any question of speed. (The syllabus uses the round figure of
-# 70 billion parameters; the exact count of Llama-3-70B is {glue:text}`l70_params`,
+# just to exist, before any question of speed. (The book's examples use the round figure
+# of 70 billion parameters; the exact count of Llama-3-70B is {glue:text}`l70_params`,
 # {glue:text}`l70_weights`.)
 #
 # ## From memory to concurrency
@@ -190,9 +200,10 @@ glue("l70_weights", f"{weight_bytes(llama70) / GiB:.1f} GiB")
 # length fill it:
 #
 # $$
-# \text{budget} = (M_{total} - W)(1 - r),
-# \qquad
-# \text{concurrency} = \left\lfloor \frac{\text{budget}}{\text{KV per token} \times \text{context}} \right\rfloor .
+# \begin{aligned}
+# \text{budget} &= (M_\text{total} - W)(1 - r), \\
+# \text{concurrency} &= \left\lfloor \frac{\text{budget}}{\text{KV per token} \times \text{context}} \right\rfloor .
+# \end{aligned}
 # $$
 #
 # On an 8-GPU node of 80 GiB cards (640 GiB), with a 10% reserve and 8k contexts:
@@ -248,7 +259,7 @@ assert [capacity(m, "h100-sxm", n_gpus=8, context_len=8192).concurrency
 # it profiled:
 #
 # $$
-# \text{budget}_{vLLM} = M_{total} \cdot u - W - A - N .
+# \text{budget}_\text{vLLM} = M_\text{total} \cdot u - W - A - N .
 # $$
 #
 # The reserve is taken from the total ({glue:text}`reserve_total` of the node), not from
@@ -330,8 +341,7 @@ for label, m in variants.items():
     ys = [max_concurrency(budget, kv_bytes_per_token(m), c) for c in contexts]
     ax.plot(contexts, [max(y, 0.5) for y in ys], marker="o", label=label)
 ax.axvline(8192, color="grey", lw=0.8, ls="--")
-ax.legend()
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: concurrent sequences that fit (pooled-memory convention) against context length.
@@ -493,7 +503,7 @@ check("kv-5", answer)
 
 # %% [markdown]
 # **kv-6.** On the 8 x 80 GiB node with 70e9 fp16 parameters and 8k contexts, how many
-# *more* sequences does the syllabus's convention (10% of what is left after weights)
+# *more* sequences does this chapter's convention (10% of what is left after weights)
 # admit than vLLM's (`gpu_memory_utilization=0.9` of the total, no activation memory)?
 
 # %% tags=["hide-input"]

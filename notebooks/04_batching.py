@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Batching
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/04_batching.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/04_batching.ipynb)
 #
 # Batch-1 decode leaves almost all of a GPU's arithmetic idle. Batching puts it to work:
 # many sequences share each read of the weights. This chapter derives exactly how much
@@ -33,17 +33,27 @@
 # 4. show that batching, not more GPUs, fixes low throughput;
 # 5. pick a {term}`TP degree` from the concurrency and latency the service needs, knowing what each step up costs.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). Then it reports the device that measurements will use.
 import importlib.util
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        reason = next((line.strip() for line in pip.stderr.splitlines()
+                       if line.startswith(("ERROR", "fatal"))), "see pip's log")
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
 from servelib.measure import pick_device
 
@@ -58,7 +68,7 @@ from servelib import plots
 from servelib.book import glue
 from servelib.grading import check
 from servelib.hardware import get_gpu, ridge_point
-from servelib.measure import describe, load_profiles, measure_profile, profile_label
+from servelib.measure import describe, load_profiles, measure_profile
 from servelib.memory import capacity, kv_bytes_per_sequence, min_tp_degree, weight_bytes
 from servelib.models import get_model
 from servelib.roofline import (critical_batch, decode_bytes_per_step, decode_flops_per_step, decode_intensity,
@@ -75,11 +85,11 @@ DATA = pathlib.Path("../book/data")   # profiles measured on real GPUs, committe
 # tokens go through the same matrices together, and reads each sequence's own KV cache:
 #
 # $$
-# \text{bytes per step} = W + B \cdot KV(\text{context}),
-# \qquad
-# \text{FLOPs per step} = 2PB,
-# \qquad
-# I(B) = \frac{2PB}{W + B \cdot KV}.
+# \begin{aligned}
+# \text{bytes per step} &= W + B \cdot KV(\text{context}), &
+# \text{FLOPs per step} &= 2PB, \\
+# I(B) &= \frac{2PB}{W + B \cdot KV}.
+# \end{aligned}
 # $$
 #
 # With 2-byte weights $W = 2P$, so while $B \cdot KV \ll W$ the intensity is about $B$:
@@ -156,8 +166,7 @@ for ctx in (512, 2048, 8192, 32768):
     ax.plot(batches, [decode_intensity(llama70, b, ctx) for b in batches], marker="o", ms=3,
             label=f"context {ctx:,}")
 ax.axhline(ridge, color="grey", ls="--", lw=1, label=f"H100 ridge ({ridge:.0f})")
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: decode intensity against batch size for four context lengths, with the H100's
@@ -179,8 +188,7 @@ for ctx in (1024, 4096, 16384):
     bs = [b for b in batches if b <= cap] + [cap]
     ax.plot(bs, [decode_tokens_per_s(llama8, "h100-sxm", b, ctx) for b in bs], marker="o", ms=3,
             label=f"context {ctx:,} (fits {cap})")
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: predicted decode throughput against batch size. Notice how the curves part: at
@@ -218,10 +226,10 @@ for prof in profiles:
     pts = prof["batching_sweep"]
     bs = [p["batch"] for p in pts]
     plots.sweep(ax, bs, [p["tokens_per_s"] for p in pts], [b / p["predicted_step_s"] for b, p in zip(bs, pts)],
-                label=("this machine: " if prof is live else "") + profile_label(prof),
+                label=plots.device_label(prof, live),
                 serial_tokens_per_s=[b / p["predicted_serial_s"] for b, p in zip(bs, pts)])
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.sweep_key(ax)
+plots.legend(fig)
 for prof in profiles:
     print(describe(prof))
 
@@ -235,7 +243,9 @@ for prof in profiles:
 # arithmetic least.*
 #
 # Here the largest batch ({glue:text}`live_batch_max`) gives {glue:text}`live_gain` times the
-# tokens/s of batch 1, on the same hardware.
+# tokens/s of batch 1, on the same hardware. A second run can give other figures (the
+# earlier chapters' measurements too): a few seconds of timing share the machine with
+# whatever else it runs. The predictions use the ceilings of this same run.
 #
 # ## The latency/throughput trade-off
 #
@@ -400,7 +410,7 @@ glue("tp1_shortfall", f"{tp1_shortfall:.0%}");
 #
 # **bt-1.** Llama-3-70B (70.55 billion parameters, 320 KiB of KV per token) decodes a
 # batch of 32 sequences at a 4,096-token context on one (hypothetical) device that holds it
-# all. How many GB (10^9 bytes) does one step read?
+# all. How many GB ($10^9$ bytes) does one step read?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION

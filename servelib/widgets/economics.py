@@ -15,7 +15,7 @@ from ..economics import (GPT_4O, blended_price, break_even_utilization, cheapest
 from ..economics.prices import MINUTES_PER_MONTH
 from ..economics.spillover import _demand
 from ..economics.scenarios import COMMITMENT, MIX_TRACE, trace
-from ..plots import new_axes
+from ..plots import label, legend, new_axes
 from ._common import assemble, figure_png, report_html, safely
 
 _C_IN_1M, _C_OUT_1M = GPT_4O.usd_per_1k_input * 1000, GPT_4O.usd_per_1k_output * 1000
@@ -70,11 +70,12 @@ def break_even_figure(monthly_commitment_usd: float = COMMITMENT.monthly_usd,
     for f in marks:
         y = break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, f) * 100
         ax.plot([f * 100], [y], "o", color="black")
-        ax.annotate(f"{y:.0f}% at {f:.0%} output", (f * 100, y), textcoords="offset points", xytext=(6, 6))
     ax.axhline(100, color="grey", lw=0.8, ls=":")
     ax.set_ylim(0, max(120, min(max(u) * 100 * 1.1, 300)))
-    ax.legend()
-    fig.tight_layout()
+    legend(fig)
+    for f in marks:                    # placed last, clear of every line and of the legend
+        y = break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, f) * 100
+        label(ax, f"{y:.0f}% at {f:.0%} output", (f * 100, y))
     return fig
 
 
@@ -168,10 +169,7 @@ def floor_figure(percentile: float = 50, *, demand_tpm=None, output_fraction: fl
     ax2.set_ylabel("availability if refused (%)")
     ax2.set_ylim(0, 101)
     ax2.grid(False)
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="upper left")
-    fig.tight_layout()
+    legend(fig)
     return fig
 
 
