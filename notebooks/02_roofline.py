@@ -190,7 +190,8 @@ glue("live_ridge", f"{live['ridge_flop_per_byte']:.0f}");
 profiles = [live] + load_profiles(DATA)
 fig, ax = plots.new_axes("arithmetic intensity (FLOP/byte)", "attainable FLOP/s", "measured rooflines")
 for prof in profiles:
-    plots.roofline(ax, prof["matmul_flops"], prof["copy_bandwidth_Bps"], plots.device_label(prof, live))
+    plots.roofline(ax, prof["matmul_flops"], prof["copy_bandwidth_Bps"],
+                   plots.device_label(prof, live))
     color = ax.lines[-2].get_color()
     pts = [prof["prefill"], prof["decode"]] + prof["batching_sweep"]
     ax.scatter([arithmetic_intensity(p["flops"], p["bytes_moved"]) for p in pts],

@@ -480,7 +480,7 @@ glue("ec_eng_vs_gpu", f"{eng_vs_gpu:.1f}")
 cross = {e: sh.crossover(n_engineers=e) for e in (0, sc.ENGINEERS_PLANNED, 1, sc.ENGINEERS_ACTUAL)}
 for e, v in cross.items():
     print(f"{e:>5g} engineers on inference: self-hosting wins above {v / 1e9:5.2f} B tokens/month")
-assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9                 # 4-5 B with the planned staff
+assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9   # 4-5 B with the planned staff
 assert round(cross[sc.ENGINEERS_PLANNED] / 1e9, 2) == 4.19 and round(cross[sc.ENGINEERS_ACTUAL] / 1e9, 2) == 10.19
 
 # %% tags=["remove-cell"]

@@ -218,7 +218,7 @@ costs = [spillover_cost(trace, floor_at_percentile(trace, q), usd_per_tpm, payg)
 fig, ax = plots.new_axes("floor sized to percentile of demand", "monthly cost with spill (USD)",
                          "dedicated floor plus pay-as-you-go spill")
 ax.plot(qs, costs, marker="o")
-ax.axvline(50, color="grey", ls="--", lw=0.8)
+ax.axvline(50, color="grey", ls="--", lw=0.8);
 
 # %% [markdown]
 # *Figure: the month's bill for a dedicated floor at each percentile of demand, overflow
