@@ -38,6 +38,7 @@
 # Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). This chapter is arithmetic: no measurement needs a GPU.
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -51,8 +52,9 @@ if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is Non
         class InstallFailed(Exception):
             def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
                 return [str(self)]
-        reason = next((line.strip() for line in pip.stderr.splitlines()
-                       if line.startswith(("ERROR", "fatal"))), "see pip's log")
+        log = re.sub(r"\x1b\[[0-9;]*m", "", pip.stderr)       # pip colours its messages
+        found = re.findall(r"(?:fatal|ERROR): (.*)", log)      # its first complaint
+        reason = found[0].strip() if found else "see pip's log"
         raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
                             "runtime is online, then run this cell again.")
 

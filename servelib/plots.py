@@ -292,8 +292,8 @@ def _has_stroke(line) -> bool:
     return line.get_linestyle() not in ("None", "", " ") and line.get_linewidth() > 0
 
 
-def _resample(v: np.ndarray, step_px: float = 2.0, most: int = 1500) -> np.ndarray:
-    """Points every ``step_px`` along the polyline ``v`` (at most ``most``), gaps (NaN) skipped."""
+def _resample(v: np.ndarray, step_px: float, most: int) -> np.ndarray:
+    """Points every ``step_px`` along the polyline ``v`` (at most ``most``); gaps (NaN) skipped."""
     v = v[np.isfinite(v).all(1)]
     if len(v) < 2:
         return v
@@ -301,6 +301,21 @@ def _resample(v: np.ndarray, step_px: float = 2.0, most: int = 1500) -> np.ndarr
     n = int(min(most, max(2, s[-1] // step_px)))
     at = np.linspace(0, s[-1], n)
     return np.column_stack([np.interp(at, s, v[:, 0]), np.interp(at, s, v[:, 1])])
+
+
+def _covered(fig, path: np.ndarray, tolerance_px: float) -> np.ndarray:
+    """A pixel mask of the figure: True within ``tolerance_px`` of the polyline ``path``."""
+    width, height = (int(np.ceil(d)) + 1 for d in fig.bbox.size)
+    mask = np.zeros((height, width), bool)
+    pts = np.round(_resample(path, 0.5, 200_000)).astype(int)
+    r = int(np.ceil(tolerance_px))
+    for dx in range(-r, r + 1):
+        for dy in range(-r, r + 1):
+            if dx * dx + dy * dy <= tolerance_px ** 2 + 0.5:
+                x, y = pts[:, 0] + dx, pts[:, 1] + dy
+                ok = (x >= 0) & (x < width) & (y >= 0) & (y < height)
+                mask[y[ok], x[ok]] = True
+    return mask
 
 
 def _hidden_series(fig, tolerance_px: float = 1.5, share: float = 0.6) -> list[str]:
@@ -314,21 +329,18 @@ def _hidden_series(fig, tolerance_px: float = 1.5, share: float = 0.6) -> list[s
         if line.get_visible() and not line.get_label().startswith("_") and len(line.get_xydata()) > 1:
             width_px = line.get_linewidth() * fig.dpi / 72 if _has_stroke(line) else 0
             series.append((line.get_label(), _display_path(line), (line.get_zorder(), n), width_px))
-    problems = []
+    problems, masks = [], {}
     for name_a, a, order_a, width_a in series:
-        a = _resample(a)
+        a = np.round(_resample(a, 2.0, 2000)).astype(int)
         for name_b, b, order_b, width_b in series:
             if order_b <= order_a or width_b == 0 or width_a > width_b + tolerance_px or len(a) == 0:
                 continue
-            p0, p1 = b[:-1], b[1:]
-            keep = np.isfinite(p0).all(1) & np.isfinite(p1).all(1)
-            p0, p1 = p0[keep], p1[keep]
+            if order_b not in masks:
+                masks[order_b] = _covered(fig, b, tolerance_px)
+            mask = masks[order_b]
+            inside = (a[:, 0] >= 0) & (a[:, 0] < mask.shape[1]) & (a[:, 1] >= 0) & (a[:, 1] < mask.shape[0])
             near = np.zeros(len(a), bool)
-            for k in range(0, len(p0), 1000):
-                s0, d = p0[k:k + 1000], p1[k:k + 1000] - p0[k:k + 1000]
-                t = np.clip(((a[:, None, :] - s0[None]) * d[None]).sum(2) / np.maximum((d ** 2).sum(1), 1e-12), 0, 1)
-                gap = np.linalg.norm(a[:, None, :] - (s0[None] + t[..., None] * d[None]), axis=2)
-                near |= (gap <= tolerance_px).any(1)
+            near[inside] = mask[a[inside, 1], a[inside, 0]]
             if near.mean() >= share:
                 problems.append(f"the series {name_a!r} is hidden under {name_b!r} for {near.mean():.0%} of its "
                                 "length: draw the lower one wider and paler, or leave one out and say so")

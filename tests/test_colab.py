@@ -28,9 +28,12 @@ NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("[0-9]*.ipynb"))
 DEVICE_KIND = pick_device().kind         # "cpu" here; what the setup cell must name
 TAG = f"v{servelib.__version__}"
-PIP_FAILURE = ("  error: subprocess-exited-with-error\n"
-               "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com\n"
-               "note: This error originates from a subprocess, and is likely not a problem with pip.\n")
+# What pip writes when GitHub cannot be reached (coloured: a Jupyter kernel asks for colour).
+PIP_FAILURE = ("  \x1b[1;31merror\x1b[0m: \x1b[1msubprocess-exited-with-error\x1b[0m\n"
+               "  \x1b[31m   \x1b[0m fatal: unable to access 'https://github.com/x/y/': "
+               "Could not resolve host: github.com\n"
+               "\x1b[1;35mnote\x1b[0m: This error originates from a subprocess, and is likely not a problem with pip.\n"
+               "\x1b[31mERROR: Failed to build 'servelib' when git clone https://github.com/x/y\x1b[0m\n")
 
 
 def first_code_cell(nb_path) -> str:
@@ -87,7 +90,8 @@ def test_a_failed_install_says_so_in_one_sentence(nb_path, monkeypatch, capsys):
     assert "Traceback" not in shown and "CalledProcessError" not in shown
     assert len(shown.splitlines()) == 1, shown
     assert f"servelib @ git+{servelib.REPO_URL}@{TAG}" in shown
-    assert "Could not resolve host: github.com" in shown and "run this cell again" in shown
+    assert "(unable to access 'https://github.com/x/y/': Could not resolve host: github.com)" in shown
+    assert "run this cell again" in shown and "\x1b" not in shown
 
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.name)
