@@ -32,7 +32,6 @@ STYLE = {
     "figure.figsize": (5.6, 3.6),
     "figure.dpi": 100,
     "figure.constrained_layout.use": True,   # room for a legend below the axes
-    "savefig.dpi": 200,
     "svg.fonttype": "path",                  # the same glyphs on every reader's machine
     "axes.grid": True,
     "grid.alpha": 0.3,
