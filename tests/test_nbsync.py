@@ -114,3 +114,13 @@ def test_markers_become_tags_and_glue_cells_are_compared():
 def test_what_a_reader_must_not_meet_stops_the_run(cell, message):
     with pytest.raises(nbsync.SyncError, match=message):
         nbsync.check_executed(executed(cell), "ch.py")
+
+
+def test_leftover_myst_is_recognised():
+    """The check on every stored notebook (tests/test_notebooks.py) finds each kind of raw MyST
+    that the notebooks once showed: glue, term and cite roles, admonition fences, labels."""
+    for raw in ("costs {glue:text}`w8`", "the {term}`KV cache`", "vLLM {cite}`kwon2023vllm`",
+                "```{admonition} War story\nbody\n```", ":::{note}\nx\n:::", "(sec-kv)=\n## KV"):
+        assert nbsync.LEFTOVER.search(raw), raw
+    for plain in ("costs 15 GiB", "> **War story**", "```python\nx = 1\n```", "a {dict} `code`"):
+        assert not nbsync.LEFTOVER.search(plain), plain
