@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Arithmetic intensity and the roofline
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/02_roofline.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/02_roofline.ipynb)
 #
 # A GPU's datasheet gives two numbers that matter here: how fast it can multiply and how
 # fast it can read memory. Which one limits a piece of work depends on a single ratio, the
@@ -33,17 +33,29 @@
 # 4. measure this machine's ceilings and ridge, and place measured points on its roofline;
 # 5. answer "the GPUs are too slow" with the right fix.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). Then it reports the device that measurements will use.
 import importlib.util
+import re
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        log = re.sub(r"\x1b\[[0-9;]*m", "", pip.stderr)       # pip colours its messages
+        found = re.findall(r"(?:fatal|ERROR): (.*)", log)      # its first complaint
+        reason = found[0].strip() if found else "see pip's log"
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
 from servelib.measure import pick_device
 
@@ -262,16 +274,15 @@ glue("live_ridge", f"{live['ridge_flop_per_byte']:.0f}");
 profiles = [live] + load_profiles(DATA)
 fig, ax = plots.new_axes("arithmetic intensity (FLOP/byte)", "attainable FLOP/s", "measured rooflines")
 for prof in profiles:
-    label = ("this machine: " if prof is live else "") + profile_label(prof)
-    plots.roofline(ax, prof["matmul_flops"], prof["copy_bandwidth_Bps"], label)
+    plots.roofline(ax, prof["matmul_flops"], prof["copy_bandwidth_Bps"],
+                   plots.device_label(prof, live))
     color = ax.lines[-2].get_color()
     pts = [prof["prefill"], prof["decode"]] + prof["batching_sweep"]
     ax.scatter([arithmetic_intensity(p["flops"], p["bytes_moved"]) for p in pts],
                [p["flops"] / p["step_s"] for p in pts], color=color, s=14, zorder=3)
 h100 = get_gpu("h100-sxm")
 plots.roofline(ax, h100.peak_flops("bf16"), h100.hbm_bandwidth_Bps, "H100 SXM datasheet (bf16)", color="grey")
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.legend(fig)
 for prof in profiles:
     print(describe(prof))
 
@@ -284,6 +295,12 @@ for prof in profiles:
 #
 # This machine's measured ridge is about {glue:text}`live_ridge` FLOP/byte. A CPU's ridge is
 # lower than a GPU's, but the shape is the same: batch-1 decode is far below it.
+#
+# A second run of the same quick measurement, such as the first chapter's, can give a
+# different matmul rate, on a busy machine by a factor of two or more: a measurement of a
+# few seconds shares the processor with whatever else runs, and a CPU's clock moves with
+# load and heat. Both ceilings and every point here come from this one run, so the roof
+# and the points agree with each other, whatever the rate of the day.
 #
 # ## War story: "the GPUs are too slow"
 #

@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # The KV cache and concurrency
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/03_kv_cache.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/03_kv_cache.ipynb)
 #
 # How many conversations can one GPU server hold at once? The tempting answer starts from
 # FLOP/s. The right one starts from memory: every token of every live conversation keeps
@@ -26,24 +26,36 @@
 # your machine.
 #
 # **You will be able to**
-# 1. derive the KV bytes per token, $2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b$, and say why a cache makes decode linear rather than quadratic;
+# 1. derive the KV bytes per token, $2 \cdot L \cdot H_{kv} \cdot d_\text{head} \cdot b$, and say why a cache makes decode linear rather than quadratic;
 # 2. turn a node's memory into a KV budget and a maximum concurrency, in two conventions (ours and vLLM's);
 # 3. explain why the number of KV heads ({term}`GQA`) moves concurrency more than anything else, and what an MQA model costs under tensor parallelism;
 # 4. find the smallest {term}`TP degree` that fits a model;
 # 5. size the cache of models whose layers do not all cache alike (sliding windows, MLA, linear-attention hybrids);
 # 6. catch four beginner mistakes: heads for KV heads, no working reserve, "70B fits one card", concurrency from FLOPs.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). Then it reports the device that measurements will use.
 import importlib.util
+import re
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        log = re.sub(r"\x1b\[[0-9;]*m", "", pip.stderr)       # pip colours its messages
+        found = re.findall(r"(?:fatal|ERROR): (.*)", log)      # its first complaint
+        reason = found[0].strip() if found else "see pip's log"
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
 from servelib.measure import measure_kv_cache, pick_device
 
@@ -106,18 +118,18 @@ glue("ratio_4096", f"{ratio_4096:,.0f}")
 # ## KV bytes per token
 #
 # Each layer stores, for each token, one key vector and one value vector per KV head, each
-# of `head_dim` elements. With $L$ layers, $H_{kv}$ KV heads of size $d_{head}$ and $b$ bytes
+# of `head_dim` elements. With $L$ layers, $H_{kv}$ KV heads of size $d_\text{head}$ and $b$ bytes
 # per element:
 #
 # $$
-# \text{KV bytes per token} = 2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b .
+# \text{KV bytes per token} = 2 \cdot L \cdot H_{kv} \cdot d_\text{head} \cdot b .
 # $$
 #
 # The 2 is K plus V. $H_{kv}$ is the number of *KV* heads, which in a {term}`GQA` model is
 # smaller than the number of attention heads {cite}`ainslie2023gqa`; in an {term}`MQA` model it
-# is one {cite}`shazeer2019mqa`. $d_{head}$ is read from the model's
+# is one {cite}`shazeer2019mqa`. $d_\text{head}$ is read from the model's
 # `config.json` when it is there: it is not always `hidden_size / num_attention_heads`.
-# For Llama-3-70B ($L=80$, $H_{kv}=8$, $d_{head}=128$, fp16 so $b=2$):
+# For Llama-3-70B ($L=80$, $H_{kv}=8$, $d_\text{head}=128$, fp16 so $b=2$):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -182,8 +194,8 @@ glue("l70_weights", f"{weight_bytes(llama70) / GiB:.1f} GiB")
 
 # %% [markdown]
 # About {glue:text}`w70_gib`: a 70B model at fp16 needs {term}`tensor parallelism <TP degree>`
-# just to exist, before any question of speed. (The syllabus uses the round figure of
-# 70 billion parameters; the exact count of Llama-3-70B is {glue:text}`l70_params`,
+# just to exist, before any question of speed. (The book's examples use the round figure
+# of 70 billion parameters; the exact count of Llama-3-70B is {glue:text}`l70_params`,
 # {glue:text}`l70_weights`.)
 #
 # ## From memory to concurrency
@@ -193,9 +205,10 @@ glue("l70_weights", f"{weight_bytes(llama70) / GiB:.1f} GiB")
 # length fill it:
 #
 # $$
-# \text{budget} = (M_{total} - W)(1 - r),
-# \qquad
-# \text{concurrency} = \left\lfloor \frac{\text{budget}}{\text{KV per token} \times \text{context}} \right\rfloor .
+# \begin{aligned}
+# \text{budget} &= (M_\text{total} - W)(1 - r), \\
+# \text{concurrency} &= \left\lfloor \frac{\text{budget}}{\text{KV per token} \times \text{context}} \right\rfloor .
+# \end{aligned}
 # $$
 #
 # On an 8-GPU node of 80 GiB cards (640 GiB), with a 10% reserve and 8k contexts:
@@ -283,7 +296,7 @@ assert [capacity(m, "h100-sxm", n_gpus=8, context_len=8192).concurrency
 # it profiled:
 #
 # $$
-# \text{budget}_{vLLM} = M_{total} \cdot u - W - A - N .
+# \text{budget}_\text{vLLM} = M_\text{total} \cdot u - W - A - N .
 # $$
 #
 # The reserve is taken from the total ({glue:text}`reserve_total` of the node), not from
@@ -374,8 +387,7 @@ for label, m in variants.items():
     ys = [max_concurrency(budget, kv_bytes_per_token(m), c) for c in contexts]
     ax.plot(contexts, [max(y, 0.5) for y in ys], marker="o", label=label)
 ax.axvline(8192, color="grey", lw=0.8, ls="--")
-ax.legend()
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: concurrent sequences that fit (pooled-memory convention) against context length.
@@ -392,7 +404,7 @@ fig.tight_layout()
 # - a **sliding-window** layer attends to the last $W$ tokens only, so it keeps at most $W$
 #   tokens of K and V (Mistral-7B-v0.1, Gemma-2/3's local layers, half of gpt-oss's layers);
 # - an **MLA** layer (DeepSeek-V2/V3) caches one compressed latent of
-#   $r + d_{rope}$ values per token (`kv_lora_rank + qk_rope_head_dim`), shared by all heads:
+#   $r + d_\text{rope}$ values per token (`kv_lora_rank + qk_rope_head_dim`), shared by all heads:
 #   under tensor parallelism every device needs all of it, so it is replicated, not split;
 # - a **linear-attention** or Mamba layer (Qwen3-Next's gated DeltaNet, Jamba) keeps a
 #   fixed-size state per sequence, whatever its length.
@@ -477,8 +489,7 @@ for name in ("llama-3-8b", "gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b", "
     m = get_model(name)
     ax.plot(contexts, [kv_bytes_per_sequence(m, c) / GiB for c in contexts], marker="o",
             label=f"{name} ({m.layer_mix})")
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: KV bytes of one sequence against its length. Full attention grows in proportion

@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Batching
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/04_batching.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/04_batching.ipynb)
 #
 # Batch-1 decode leaves almost all of a GPU's arithmetic idle. Batching puts it to work:
 # many sequences share each read of the weights. This chapter derives exactly how much
@@ -34,17 +34,29 @@
 # 4. show that batching, not more GPUs, fixes low throughput;
 # 5. model the all-reduces tensor parallelism adds to every step, and pick a {term}`TP degree` from the concurrency and latency the service needs.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). Then it reports the device that measurements will use.
 import importlib.util
+import re
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        log = re.sub(r"\x1b\[[0-9;]*m", "", pip.stderr)       # pip colours its messages
+        found = re.findall(r"(?:fatal|ERROR): (.*)", log)      # its first complaint
+        reason = found[0].strip() if found else "see pip's log"
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
 from servelib.measure import pick_device
 
@@ -82,11 +94,11 @@ DATA = pathlib.Path("../book/data")   # profiles committed with the book (python
 # \text{context}$ more in attention over its cache:
 #
 # $$
-# \text{bytes per step} = W + B \cdot KV(\text{context}),
-# \qquad
-# \text{FLOPs per step} = B\,(2P + A),
-# \qquad
-# I(B) = \frac{B\,(2P + A)}{W + B \cdot KV}.
+# \begin{aligned}
+# \text{bytes per step} &= W + B \cdot KV(\text{context}), &
+# \text{FLOPs per step} &= B\,(2P + A), \\
+# I(B) &= \frac{B\,(2P + A)}{W + B \cdot KV}.
+# \end{aligned}
 # $$
 #
 # With 2-byte weights $W = 2P$, so while $B \cdot KV \ll W$ the intensity is about $B$:
@@ -183,8 +195,7 @@ for ctx in (512, 2048, 8192, 32768):
     ax.plot(beyond, [decode_intensity(llama70, b, ctx) for b in beyond], ls=":", color=line.get_color())
     ax.plot([node], [decode_intensity(llama70, node, ctx)], "s", color=line.get_color(), ms=6)
 ax.axhline(ridge, color="grey", ls="--", lw=1, label=f"H100 ridge ({ridge:.0f})")
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: decode intensity against batch size for four context lengths, with the H100's
@@ -208,8 +219,7 @@ for ctx in (1024, 4096, 16384):
     bs = [b for b in batches if b <= cap] + [cap]
     ax.plot(bs, [decode_tokens_per_s(llama8, "h100-sxm", b, ctx) for b in bs], marker="o", ms=3,
             label=f"context {ctx:,} (fits {cap})")
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: predicted decode throughput against batch size. Notice how the curves part: at
@@ -247,10 +257,10 @@ for prof in profiles:
     pts = prof["batching_sweep"]
     bs = [p["batch"] for p in pts]
     plots.sweep(ax, bs, [p["tokens_per_s"] for p in pts], [b / p["predicted_step_s"] for b, p in zip(bs, pts)],
-                label=("this machine: " if prof is live else "") + profile_label(prof),
+                label=plots.device_label(prof, live),
                 serial_tokens_per_s=[b / p["predicted_serial_s"] for b, p in zip(bs, pts)])
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.sweep_key(ax)
+plots.legend(fig)
 for prof in profiles:
     print(describe(prof))
 
@@ -264,7 +274,9 @@ for prof in profiles:
 # arithmetic least.*
 #
 # Here the largest batch ({glue:text}`live_batch_max`) gives {glue:text}`live_gain` times the
-# tokens/s of batch 1, on the same hardware.
+# tokens/s of batch 1, on the same hardware. A second run can give other figures (the
+# earlier chapters' measurements too): a few seconds of timing share the machine with
+# whatever else it runs. The predictions use the ceilings of this same run.
 #
 # ## The latency/throughput trade-off
 #
@@ -641,7 +653,7 @@ glue("tp1_shortfall", f"{tp1_shortfall:.0%}");
 #
 # **bt-1.** Llama-3-70B (70.55 billion parameters, 320 KiB of KV per token) decodes a
 # batch of 32 sequences at a 4,096-token context on one (hypothetical) device that holds it
-# all. How many GB (10^9 bytes) does one step read?
+# all. How many GB ($10^9$ bytes) does one step read?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION

@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Scheduling: continuous batching, admission control and paged KV
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/05_scheduling.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/05_scheduling.ipynb)
 #
 # A GPU that decodes one sequence at a time wastes almost all of its arithmetic, so a
 # server batches. *How* it batches decides most of what its users feel: whether a short
@@ -34,17 +34,29 @@
 # 5. measure what {term}`PagedAttention` saves over contiguous reservation, and what over-commit with {term}`preemption <Preemption>` buys;
 # 6. use {term}`chunked prefill <Chunked prefill>` to protect inter-token latency, and split interactive and batch traffic.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). Then it reports the device that measurements will use.
 import importlib.util
+import re
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        log = re.sub(r"\x1b\[[0-9;]*m", "", pip.stderr)       # pip colours its messages
+        found = re.findall(r"(?:fatal|ERROR): (.*)", log)      # its first complaint
+        reason = found[0].strip() if found else "see pip's log"
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
 from servelib.measure import pick_device
 
@@ -140,8 +152,7 @@ fig, ax = plots.new_axes("time (s)", "sequences decoding (of 40 slots)",
 for name, r in (("static", static), ("continuous", cont)):
     ax.plot(r.trace.end_s, r.trace.decode, lw=0.8, label=f"{name} (done at {r.makespan_s:.0f} s)")
 ax.axhline(uneven["max_batch"], color="grey", lw=0.8, ls="--")
-ax.legend()
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: sequences producing a token at each step. Static batches start full and decay
@@ -192,8 +203,7 @@ fig, ax = plots.new_axes("output-length coefficient of variation (std / mean)",
 for name, ys in spread.items():
     ax.plot(cvs, ys, marker="o", label=name)
 ax.axhline(8, color="grey", lw=0.8, ls="--", label="Anyscale: ~8x throughput (their workload)")
-ax.legend()
-fig.tight_layout()
+plots.legend(fig)
 # The caption's claims, checked: a tie at zero spread, the latency ratio past 8x at the
 # heaviest tail, and the wall-clock ratio flat (within 10%) from spread 1.5 to 2.
 assert round(spread["wall-clock"][0], 6) == round(spread["mean latency"][0], 6) == 1.0
@@ -301,10 +311,10 @@ glue("oom_lost", f"{oom.oom_tokens_lost:,}")
 fig, ax = plots.new_axes("time (s)", "KV tokens held", "prompt vs final admission, 40,000-token cache")
 for name, r in (("prompt admission", oom), ("final admission", safe)):
     ax.plot(r.trace.end_s, r.trace.kv_allocated_tokens, lw=1, label=name)
-ax.axhline(40_000, color="red", lw=0.8, ls="--", label="capacity")
-ax.set_xlim(0, 60)
-ax.legend()
-fig.tight_layout()
+# The capacity as the edge of a shaded band: a line there would hide final admission's.
+ax.axhspan(40_000, 45_000, color="red", alpha=0.12, lw=0, label="beyond the 40,000-token cache")
+ax.set(xlim=(0, 60), ylim=(0, 45_000))
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: KV memory held over the first minute. Under prompt admission the line climbs
@@ -415,19 +425,22 @@ glue("overcommit_batch_gain", f"{batch_gain:.1f}x")
 
 # %%
 fig, ax = plots.new_axes("time (s)", "KV tokens", "memory held vs memory storing tokens (60,000-token cache)")
-for name, r, c in (("contiguous, reserve max", contig, "C0"), ("paged, over-commit", over, "C1")):
-    ax.plot(r.trace.end_s, r.trace.kv_allocated_tokens, color=c, lw=1, label=f"{name}: held")
-    ax.plot(r.trace.end_s, r.trace.kv_used_tokens, color=c, lw=1, ls=":", label=f"{name}: tokens stored")
+ax.plot(contig.trace.end_s, contig.trace.kv_allocated_tokens, color="C0", lw=1,
+        label="contiguous, reserve max: held")
+ax.plot(contig.trace.end_s, contig.trace.kv_used_tokens, color="C0", lw=1, ls=":",
+        label="contiguous, reserve max: tokens stored")
+# Paged memory holds what it stores, to within a block per sequence: one line shows both.
+ax.plot(over.trace.end_s, over.trace.kv_allocated_tokens, color="C1", lw=1,
+        label="paged, over-commit: held = tokens stored")
 ax.set_xlim(0, 40)
-ax.legend(fontsize=8)
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: the first 40 s. With contiguous reservation (blue) the cache is full of
 # reservations (solid) while the tokens actually stored (dotted) fill a small part of it
 # ({glue:text}`contig_used` on average). Paged over-commit (orange) holds what it stores,
-# the two lines nearly on top of each other, and runs {glue:text}`overcommit_batch_gain`
-# as many sequences on average in the same memory.*
+# to within a block per sequence, so one line shows both; it runs
+# {glue:text}`overcommit_batch_gain` as many sequences on average in the same memory.*
 #
 # ### Prefix sharing
 #
@@ -539,17 +552,18 @@ for chunk in (None, 2048, 512):
 
 # %%
 fig, ax = plots.new_axes("time (s)", "step time = inter-token latency (ms)", "Llama-3-8B on H100, roofline step times")
-for chunk in (None, 512):
+# Most steps are the same either way: the unchunked run as a wide pale band under the other.
+for chunk, style in ((None, dict(lw=3, alpha=0.35)), (512, dict(lw=0.8))):
     r = chunk_runs[chunk]
-    ax.plot(r.trace.end_s, r.trace.step_s * 1e3, lw=0.8, label=f"max_batched_tokens={chunk}")
+    ax.plot(r.trace.end_s, r.trace.step_s * 1e3, **style, label=f"max_batched_tokens={chunk}")
 ax.set_yscale("log")
-ax.legend()
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: each step's duration, which every running sequence feels as the gap between two
-# of its tokens. Unchunked, each document arrival is a spike of {glue:text}`chunk_spike_none`
-# (eight spikes, one per second); with 512-token chunks no step exceeds
+# of its tokens (unchunked: the wide pale line; chunked: the thin line over it, the two the
+# same between arrivals). Unchunked, each document arrival is a spike of
+# {glue:text}`chunk_spike_none` (eight spikes, one per second); with 512-token chunks no step exceeds
 # {glue:text}`chunk_spike_512`, against {glue:text}`chunk_itl_p50` for an ordinary step, and
 # each document's prompt is spread over more steps.*
 #
@@ -563,6 +577,10 @@ fig.tight_layout()
 # tokens, keep every step close to a pure decode step ({glue:text}`chunk_p99_512` at p99).
 #
 # ## Two tiers: one deployment or two?
+#
+# Interactive traffic wants a quick first token and short steps; batch work wants large
+# batches and cares only about when its last document is done. One replica's batch size
+# and queue have to choose between them.
 #
 # ### War story: the shared deployment
 #

@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Capacity economics: PAYG vs PTU vs self-hosting
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/07_economics.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/07_economics.ipynb)
 #
 # Three ways to pay for the same tokens: per token ({term}`PAYG`), per unit of reserved
 # throughput ({term}`PTU`), or per GPU-hour and per engineer (self-hosting). Choosing
@@ -36,17 +36,29 @@
 # 4. derive a self-hosted unit cost from tokens per GPU-second, with the idle capacity and the engineering line itemised, and find where it crosses PAYG for the same model and for a different one;
 # 5. catch four beginner mistakes: a break-even quoted without its mix, a fixed tokens-per-PTU figure, a floor bought for the peak (or at p50 by rule), and a self-hosting case that counts GPU-hours alone.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). This chapter is arithmetic: no measurement needs a GPU.
 import importlib.util
+import re
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        log = re.sub(r"\x1b\[[0-9;]*m", "", pip.stderr)       # pip colours its messages
+        found = re.findall(r"(?:fatal|ERROR): (.*)", log)      # its first complaint
+        reason = found[0].strip() if found else "see pip's log"
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
 from servelib.measure import pick_device
 
@@ -77,11 +89,11 @@ C_IN, C_OUT = GPT_4O.usd_per_1k_input, GPT_4O.usd_per_1k_output     # USD per 1k
 # %% [markdown]
 # ## The blended price of a mix
 #
-# A PAYG bill charges input tokens at $c_{in}$ and output tokens at $c_{out}$ per 1k. If a
+# A PAYG bill charges input tokens at $c_\text{in}$ and output tokens at $c_\text{out}$ per 1k. If a
 # fraction $f$ of all tokens are output, an average token costs
 #
 # $$
-# b(f) = c_{in}\,(1 - f) + c_{out}\, f .
+# b(f) = c_\text{in}\,(1 - f) + c_\text{out}\, f .
 # $$
 #
 # Output tokens cost more because each one is a decode step (previous chapters): gpt-4o
@@ -420,8 +432,7 @@ fig, ax = plots.new_axes("day", "demand (1,000 tokens/min)", "first week of the 
 ax.plot(np.arange(week.size) / 1440, week / 1e3, lw=0.4)
 for q, label in ((p50, "p50"), (peak, "peak")):
     ax.axhline(q / 1e3, color="black", lw=0.8, ls="--")
-    ax.annotate(label, (7, q / 1e3), textcoords="offset points", xytext=(2, 2))
-fig.tight_layout()
+    plots.label(ax, label, (7, q / 1e3))
 
 # %% [markdown]
 # *Figure: one week of demand. Notice the weekend dip (days 5 and 6) and the bursts that
@@ -434,8 +445,10 @@ fig.tight_layout()
 # lowest where those balance:
 #
 # $$
-# \Pr[\text{demand} > F^*] = \frac{p}{b \cdot \text{minutes per month}} = u^*
-# \quad\Longrightarrow\quad F^* = \text{the } (1 - u^*) \text{ quantile of demand}.
+# \begin{aligned}
+# \Pr[\text{demand} > F^*] &= \frac{p}{b \cdot \text{minutes per month}} = u^* \\
+# \Longrightarrow \quad F^* &= \text{the } (1 - u^*) \text{ quantile of demand}.
+# \end{aligned}
 # $$
 #
 # The middle term is the break-even utilisation of the dedicated capacity, the $u^*$ of
@@ -695,7 +708,7 @@ print(f"{'engineers':>10}  self-hosting wins above (B tokens/month) against:")
 print(f"{'':>10}{'gpt-4o':>10}{'gpt-4o batch':>14}{'same model hosted':>19}")
 for e in cross:
     print(f"{e:>10g}{cross[e] / 1e9:>10.2f}{cross_batch[e] / 1e9:>14.2f}{cross_hosted[e] / 1e9:>19.2f}")
-assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9                 # the syllabus's 4-5 B, against gpt-4o
+assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9                 # 4-5 B with the planned staff, against gpt-4o
 assert round(cross[sc.ENGINEERS_PLANNED] / 1e9, 2) == 4.19 and round(cross[sc.ENGINEERS_ACTUAL] / 1e9, 2) == 10.19
 assert round(cross_hosted[sc.ENGINEERS_PLANNED] / 1e9, 2) == 20.39
 assert all(abs(cross_batch[e] - 2 * cross[e]) < 1e-3 * cross[e] for e in cross)
@@ -713,8 +726,7 @@ ax.plot(vols / 1e9, [payg_cost_usd(v, sh.payg_usd_per_1k) / 1e3 for v in vols], 
 ax.plot(vols / 1e9, [payg_cost_usd(v, sh.hosted_usd_per_1k) / 1e3 for v in vols], label="PAYG (Llama-3-70B hosted)")
 for e in (sc.ENGINEERS_PLANNED, sc.ENGINEERS_ACTUAL):
     ax.plot(vols / 1e9, [sh.tco(v, n_engineers=e).total_usd / 1e3 for v in vols], label=f"self-hosted, {e:g} engineers")
-ax.legend()
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: monthly cost against volume. Notice the staircase (a new 4-GPU replica each time

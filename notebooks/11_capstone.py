@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # What good sounds like
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/11_capstone.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/11_capstone.ipynb)
 #
 # Every earlier chapter answered one question. A capacity plan has to answer all of them at
 # once, for one model on one node, and say which numbers matter and why. This chapter works
@@ -25,7 +25,7 @@
 # batch-1 endpoint is slow, where a dedicated floor should sit, why a break-even needs its
 # output mix (and how the capacity counts tokens), when self-hosting pays, and when cost
 # is not the question at all. Then it
-# turns the tables: the syllabus's six war stories become plans, and an audit,
+# turns the tables: the book's six war stories become plans, and an audit,
 # `servelib.audit`, names the beginner mistake in each. Last, you find the mistakes yourself
 # before the audit does.
 #
@@ -36,18 +36,30 @@
 # 4. state the assumptions behind a self-hosting crossover, against the same model hosted and against a different one, and when cost is not the question;
 # 5. read a capacity plan and name each beginner mistake in it, as the audit does.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). Then it reports the device that measurements would use
 # (this chapter computes; it measures nothing).
 import importlib.util
+import re
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        log = re.sub(r"\x1b\[[0-9;]*m", "", pip.stderr)       # pip colours its messages
+        found = re.findall(r"(?:fatal|ERROR): (.*)", log)      # its first complaint
+        reason = found[0].strip() if found else "see pip's log"
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
 from servelib.measure import pick_device
 
@@ -94,17 +106,17 @@ print(plan_to_toml(plan))
 
 # %% [markdown]
 # The model is Llama-3-70B's architecture ($L = 80$ layers, $H_{kv} = 8$ KV heads of
-# $d_{head} = 128$) with the syllabus's round $70 \times 10^9$ parameters in fp16, as in the
+# $d_\text{head} = 128$) with the round $70 \times 10^9$ parameters in fp16, as in the
 # KV-cache chapter. The node is eight H100 SXM cards of 80 GiB.
 #
 # ## Concurrency is memory
 #
-# The cache per token is $2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot b$; a conversation of
+# The cache per token is $2 \cdot L \cdot H_{kv} \cdot d_\text{head} \cdot b$; a conversation of
 # $n$ tokens needs $n$ of them; the budget is what the weights leave, less the working
 # reserve; concurrency is the budget over the conversation:
 #
 # $$
-# \text{concurrency} = \left\lfloor \frac{(M - W)(1 - r)}{2 L H_{kv} d_{head} b \cdot n} \right\rfloor .
+# \text{concurrency} = \left\lfloor \frac{(M - W)(1 - r)}{2 L H_{kv} d_\text{head} b \cdot n} \right\rfloor .
 # $$
 
 # %%
@@ -188,7 +200,7 @@ glue("cap_util1", f"{compute_utilization(ai1, ridge):.1%}")
 # {term}`spill <Spillover>` to pay-as-you-go: the bill rises a little, nothing is refused.
 # That quantile is the median only when $u^* = 50\%$. Below, the plan's workload (5.75 B
 # tokens a month) is spread over a seeded month of traffic with a daily cycle and bursts,
-# and the plan's dedicated price ($13,140 a month for 120,000 tokens/min, counted in tokens
+# and the plan's dedicated price (\$13,140 a month for 120,000 tokens/min, counted in tokens
 # of any kind) is applied to floors at several percentiles.
 
 # %%
@@ -220,8 +232,7 @@ costs = [spillover_cost(trace, floor_at_percentile(trace, q), usd_per_tpm, payg)
 fig, ax = plots.new_axes("floor sized to percentile of demand", "monthly cost with spill (USD)",
                          "dedicated floor plus pay-as-you-go spill")
 ax.plot(qs, costs, marker="o")
-ax.axvline(p_star, color="grey", ls="--", lw=0.8)
-fig.tight_layout()
+ax.axvline(p_star, color="grey", ls="--", lw=0.8);
 
 # %% tags=["remove-cell"]
 glue("cap_u_star", f"{u_star:.0%}")
@@ -252,10 +263,11 @@ glue("cap_ptu_month", f"{ptu_be['monthly']:.0%}")
 glue("cap_ptu_year", f"{ptu_be['yearly']:.0%}")
 glue("cap_ptu_p_month", f"p{cheapest_floor_percentile(ptu_be['monthly']):.0f}")
 glue("cap_ptu_p_year", f"p{cheapest_floor_percentile(ptu_be['yearly']):.0f}")
-#
+
+# %% [markdown]
 # ## Never a break-even without the mix
 #
-# The {term}`blended price` of a workload is $c_{in}(1-f) + c_{out} f$ with $f$ the output
+# The {term}`blended price` of a workload is $c_\text{in}(1-f) + c_\text{out} f$ with $f$ the output
 # fraction. A fixed commitment breaks even when it replaces as many PAYG dollars as it
 # costs. The plan's commitment counts its capacity in tokens of any kind, so its
 # break-even utilisation scales with one over the blended price:
@@ -285,10 +297,10 @@ glue("cap_be10", f"{be[0.1]:.0%}")
 # ## When self-hosting pays
 #
 # Self-hosting is a fixed monthly bill, so its unit cost falls as the volume grows. The
-# plan's assumptions, all stated: the same node rented at $2.50 per H100-hour (730 hours a
+# plan's assumptions, all stated: the same node rented at \$2.50 per H100-hour (730 hours a
 # month), throughput from the roofline at the plan's batch and context with a quarter of
 # the tokens output, load kept at or below 60% of capacity for headroom, and a quarter of an
-# engineer ($180,000 a year, loaded) on inference operations. Pay-as-you-go at gpt-4o list
+# engineer (\$180,000 a year, loaded) on inference operations. Pay-as-you-go at gpt-4o list
 # prices for the same mix, the closed model such a team would otherwise call (a different
 # model with a different tokenizer), and, like for like, the same open weights hosted by a
 # provider:
@@ -339,8 +351,7 @@ fig, ax = plots.new_axes("tokens per month", "USD per 1M tokens", "self-hosted u
 ax.plot(volumes, unit, label="self-hosted, every line")
 ax.axhline(payg * 1000, color="grey", ls="--", label="pay-as-you-go")
 ax.axvline(d.crossover_tokens_per_month, color="grey", lw=0.8)
-ax.legend()
-fig.tight_layout()
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: the self-hosted unit cost against monthly volume (log-log), with pay-as-you-go
@@ -350,7 +361,7 @@ fig.tight_layout()
 #
 # ## The six war stories, audited
 #
-# Each war story of the syllabus is a plan that differs from the one above in the way the
+# Each of the book's war stories is a plan that differs from the one above in the way the
 # team got it wrong. `servelib.audit.audit(plan)` recomputes every figure and returns one
 # finding per mistake: a stable code, the wrong and the right value, and why.
 
@@ -372,7 +383,8 @@ for story in war_stories():
 # ## Self-test: find the mistakes first
 #
 # Three plans follow, each a variation of the sound one. Read each and write down the
-# mistakes you see *before* running the audit cell after it.
+# mistakes you see *before* running the audit cell after it (on the web page, its
+# answers wait behind a toggle).
 #
 # **Plan A.** The same node, but the team counted 64 KV heads and claimed 22 conversations;
 # the engine admits on the prompt length.
@@ -392,7 +404,7 @@ quiz = {
 }
 my_answers = {"A": [...], "B": [...], "C": [...]}        # your codes, before you run the next cell
 
-# %%
+# %% tags=["hide-output"]
 # NBVAL_CHECK_OUTPUT
 for name, p in quiz.items():
     print(f"Plan {name}: {', '.join(f.code for f in audit(p))}")
@@ -430,7 +442,7 @@ assert [len(audit(p)) for p in quiz.values()] == [2, 2, 3]
 #
 # Each exercise states every constant it needs; the plan is the chapter's (70e9 parameters in
 # fp16, Llama-3-70B's shape, 8 x H100 SXM of 80 GiB, TP=8, 10% reserve, gpt-4o prices,
-# $13,140 a month for 120,000 tokens/min, $2.50 per GPU-hour, $180,000 per engineer-year).
+# \$13,140 a month for 120,000 tokens/min, \$2.50 per GPU-hour, \$180,000 per engineer-year).
 # `check` says whether your answer is right. Solutions are behind the toggles.
 #
 # **cap-1.** How many conversations of 16,384 tokens does the node hold at once?

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Open every page of the built book in headless Chromium, offline, and check what a reader sees.
+r"""Open every page of the built book in headless Chromium, offline, and check what a reader sees.
 
     python scripts/browser_check.py [HTML_DIR] [--screenshots DIR]
 
@@ -15,7 +15,17 @@ Per page it checks:
 - no console errors (failed loads included);
 - every internal link resolves: the file exists and so does its ``#anchor``;
 - on chapter pages (``notebooks/``): the exercise solutions sit behind toggles, closed, and
-  the page's launch button opens this chapter's notebook on Colab.
+  the page's launch button opens this chapter's notebook on Colab;
+- what a reader should never meet (each once a defect of this book):
+  maths that typesets words (a ``$`` in prose, ``d_{head}`` for ``d_\text{head}``: see
+  :func:`math_words`); a display equation wider than the column; raw LaTeX (``\emph``) or
+  a caret power (``10^12``) in the text; a check's verdict under the book's own solution;
+  a printed table split into several output boxes; the same table twice on a page; a
+  heading with nothing under it before the next one; an output that must wait behind a
+  closed toggle (a ``hide-output`` cell, anything under a "Self-test" heading) shown; a bitmap figure (figures are SVG);
+  the word "syllabus";
+- code that scrolls sideways: each chapter's code cells wider than the column are counted
+  and may not exceed :data:`SCROLL_ALLOWANCE` (a per-chapter budget that only goes down).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and
 ``selenium`` (requirements.txt). Exits 1 listing every failure.
@@ -24,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import html
 import html.parser
 import http.server
 import pathlib
+import re
 import sys
 import tempfile
 import threading
@@ -43,6 +55,37 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          # Offline: every host but this machine fails to resolve, so a CDN load shows up as an error.
          "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 MATH_TIMEOUT_S = 30
+#: Code cells that may still scroll sideways at the check's window width (1280 px), per
+#: chapter: a budget that only goes down (0 once a chapter's code is wrapped at 88
+#: characters; book/_ext/code_width.py makes 88 fit). A chapter not listed may have none.
+SCROLL_ALLOWANCE = {"01_prefill_decode": 0, "02_roofline": 8, "03_kv_cache": 15, "04_batching": 11,
+                    "05_scheduling": 24, "07_economics": 20, "11_capstone": 13}
+
+# \text{...} and friends: words that are meant to be upright text.
+_TEXT_IN_MATH = re.compile(r"\\(?:text|mathrm|textrm|operatorname|mbox|textit|textbf|mathit|begin|end)"
+                           r"\s*\{[^{}]*\}")
+
+
+def math_words(tex: str) -> list[str]:
+    """Words that ``tex`` (one formula) would set in maths italic, letters run together.
+
+    A word here is three or more lowercase letters outside ``\\text{}`` (or ``\\mathrm{}``
+    ...) and outside a command name: "per" and "hour" in ``$2.50 per H100-hour ... ($``
+    (prose dollars read as maths), "head" in ``d_{head}`` (write ``d_\\text{head}``).
+    Variables (``PN``, ``KV``, ``H_{kv}``) are not words.
+    """
+    body = _TEXT_IN_MATH.sub(" ", tex)
+    body = re.sub(r"\\[A-Za-z]+", " ", body)
+    return re.findall(r"(?<![A-Za-z])[a-z]{3,}", body)
+
+
+def page_maths(page_html: str) -> list[tuple[str, str]]:
+    """Every formula of a built page as ("inline" or "display", TeX), from Sphinx's markup."""
+    found = []
+    for kind, pattern in (("inline", r'<span class="math[^"]*">\\\((.*?)\\\)</span>'),
+                          ("display", r'<div class="math[^"]*"[^>]*>\s*(?:<p>)?\\\[(.*?)\\\]')):
+        found += [(kind, html.unescape(t)) for t in re.findall(pattern, page_html, flags=re.S)]
+    return found
 
 # What the page shows, read in the browser after it has settled.
 PAGE_STATE_JS = """
@@ -54,8 +97,29 @@ const toggles = solutions.map(c => {
   if (!c.classList.contains('tag_hide-input')) return 'untagged';
   return d === null ? 'missing' : (d.open ? 'open' : 'closed');
 });
+const wider = e => e.scrollWidth > e.clientWidth + 1;
+const tables = [...document.querySelectorAll('table')].map(t => t.outerHTML);
 return {
   text: body.textContent,
+  outputs: [...document.querySelectorAll('.cell_output')].map(o => o.textContent).join(' '),
+  scrolling: [...document.querySelectorAll('.cell .cell_input pre')].filter(wider).length,
+  codeCells: document.querySelectorAll('.cell .cell_input pre').length,
+  wideMaths: [...document.querySelectorAll('mjx-container[display="true"]')]
+      .filter(c => c.querySelector('mjx-math').getBoundingClientRect().width > c.getBoundingClientRect().width + 1)
+      .map(c => c.getAttribute('aria-label') || c.textContent.slice(0, 60)),
+  splitOutputs: [...document.querySelectorAll('.cell_output')]
+      .filter(o => o.querySelectorAll(':scope > .output.stream').length > 1).length,
+  repeatedTables: tables.filter((t, i) => tables.indexOf(t) !== i).length,
+  emptyHeadings: [...document.querySelectorAll('section > :is(h1, h2, h3, h4)')]
+      .filter(h => { const n = h.nextElementSibling; return n !== null && n.tagName === 'SECTION'; })
+      .map(h => h.textContent.replace('#', '').trim()),
+  // Outputs that must wait behind a closed toggle: hide-output cells, and every output
+  // under a "Self-test" heading (its answers).
+  openHidden: [...document.querySelectorAll('.cell.tag_hide-output .cell_output, ' +
+                                           'section[id^="self-test"] .cell_output')]
+      .filter(o => { const d = o.closest('details'); return !d || d.open; }).length,
+  bitmaps: [...document.querySelectorAll('.cell_output img')].map(i => i.getAttribute('src'))
+      .filter(src => !src.endsWith('.svg')),
   images: [...document.images].map(i => [i.getAttribute('src'), i.complete && i.naturalWidth > 0]),
   errorOutputs: document.querySelectorAll('.output.error, .output.traceback, .cell_output .traceback').length,
   links: [...document.querySelectorAll('a[href]')].map(a => a.href),
@@ -147,6 +211,8 @@ def main(argv=None) -> int:
     for flag in FLAGS:
         opts.add_argument(flag)
     failures, totals = [], dict(pages=0, math=0, images=0, links=0, toggles=0, chapters=0)
+    totals["maths_words"] = {"inline": 0, "display": 0}
+    scrolling = {}
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
         opts.add_argument(f"--user-data-dir={profile}")
         opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -164,6 +230,31 @@ def main(argv=None) -> int:
                 for raw in ("$$", "\\(", "\\["):
                     if raw in state["text"]:
                         fail(f"raw maths left in the text: {raw!r}")
+                for kind, tex in page_maths(page.read_text(encoding="utf-8")):
+                    words = math_words(tex)
+                    if words:
+                        totals["maths_words"][kind] += 1
+                        fail(f"{kind} maths typesets words {words} (a $ in prose? \\text{{}} missing?): {tex[:80]!r}")
+                for tex in state["wideMaths"]:
+                    fail(f"display equation wider than the column: {tex[:80]!r}")
+                for pattern, what, where in ((r"\\[A-Za-z]+\b", "raw LaTeX", "text"),
+                                             (r"\b\d+\^\d", "a caret power (write $10^{12}$)", "text"),
+                                             (r"(?i)syllabus", "the word 'syllabus'", "text"),
+                                             (r"\[check\] [\w-]+:", "a check's verdict", "outputs")):
+                    m = re.search(pattern, state[where])
+                    if m:
+                        fail(f"{what} in the {where}: {state[where][max(0, m.start() - 30):m.end() + 30]!r}")
+                if state["splitOutputs"]:
+                    fail(f"{state['splitOutputs']} printed output(s) split into several boxes")
+                if state["repeatedTables"]:
+                    fail(f"{state['repeatedTables']} table(s) shown twice")
+                for heading in state["emptyHeadings"]:
+                    fail(f"heading with nothing under it: {heading!r}")
+                if state["openHidden"]:
+                    fail(f"{state['openHidden']} output(s) that must wait behind a toggle (hide-output, "
+                         "self-test answers) are shown")
+                for src in state["bitmaps"]:
+                    fail(f"bitmap figure (figures are SVG): {src}")
                 for src, ok in state["images"]:
                     if not ok:
                         fail(f"image did not load: {src}")
@@ -187,6 +278,10 @@ def main(argv=None) -> int:
                     totals["toggles"] += len(toggles)
                     if not any(h.endswith(f"/notebooks/{page.stem}.ipynb") for h in state["colab"]):
                         fail(f"no Colab launch button for notebooks/{page.stem}.ipynb: {state['colab']}")
+                    scrolling[page.stem] = (state["scrolling"], state["codeCells"])
+                    if state["scrolling"] > SCROLL_ALLOWANCE.get(page.stem, 0):
+                        fail(f"{state['scrolling']} code cells scroll sideways, over this chapter's "
+                             f"allowance of {SCROLL_ALLOWANCE.get(page.stem, 0)} (wrap code at 88 characters)")
                 if rel.startswith("notebooks/") or rel == "index.html":
                     driver.save_screenshot(str(shots / (page.stem + ".png")))
                 totals["pages"] += 1
@@ -201,6 +296,11 @@ def main(argv=None) -> int:
           f"{totals['images']} images loaded, {totals['links']} internal links resolved, "
           f"{totals['toggles']} solution toggles on {totals['chapters']} chapters; "
           f"screenshots in {shots}")
+    print(f"code cells that scroll sideways: {sum(n for n, _ in scrolling.values())} of "
+          f"{sum(c for _, c in scrolling.values())} ("
+          + ", ".join(f"{name} {n}/{c}" for name, (n, c) in sorted(scrolling.items())) + ")")
+    print(f"formulas that typeset words: {totals['maths_words']['inline']} inline, "
+          f"{totals['maths_words']['display']} display")
     for f in failures:
         print("FAIL", f)
     bad = len({f.split(":")[0] for f in failures})

@@ -49,7 +49,7 @@ def test_concurrency_figure_has_units_and_one_line_per_tp_degree():
     fig = concurrency_figure("llama-3-70b", "h100-sxm", n_gpus=8, context_len=8192)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "context length (tokens)" and ax.get_ylabel() == "concurrent sequences"
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]     # one legend, below the axes
     assert labels == ["TP=1 (does not fit)", "TP=2", "TP=4", "TP=8"]
     tp8 = dict(zip(*ax.get_lines()[3].get_data()))
     assert tp8[8192] == 183

@@ -20,7 +20,7 @@ from .. import _check
 from ..hardware import list_gpus
 from ..memory import capacity
 from ..models import list_models
-from ..plots import new_axes
+from ..plots import legend, new_axes
 from ..units import fmt_bytes
 from ._common import assemble, config_box, figure_png, report_html, resolve, safely
 
@@ -93,8 +93,7 @@ def concurrency_figure(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, 
         ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o",
                 label=f"TP={tp}" if pts else f"TP={tp} (does not fit)")
     ax.axvline(_check.positive_int("context_len", context_len), color="grey", lw=0.8, ls="--")
-    ax.legend(title="tensor parallel")
-    fig.tight_layout()
+    legend(fig, title="tensor parallel")
     return fig
 
 

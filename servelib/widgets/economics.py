@@ -16,7 +16,7 @@ from ..economics import (GPT_4O, blended_price, break_even_tokens, break_even_ut
 from ..economics.prices import MINUTES_PER_MONTH
 from ..economics.spillover import _demand
 from ..economics.scenarios import COMMITMENT, MIX_TRACE, trace
-from ..plots import new_axes
+from ..plots import label, legend, new_axes
 from ._common import assemble, figure_png, report_html, safely
 
 _C_IN_1M, _C_OUT_1M = GPT_4O.usd_per_1k_input * 1000, GPT_4O.usd_per_1k_output * 1000
@@ -69,20 +69,19 @@ def break_even_figure(monthly_commitment_usd: float = COMMITMENT.monthly_usd,
                        rf"PAYG \${usd_per_1m_input:g}/\${usd_per_1m_output:g} per 1M")
     kw = dict(output_weight=output_weight)
     u = [break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, f, **kw) for f in _FRACTIONS]
-    label = ("capacity counted in tokens" if output_weight == 1
-             else f"capacity with an output token as {output_weight:g} tokens")
-    ax.plot(_FRACTIONS * 100, np.array(u) * 100, label=label)
+    name = ("capacity counted in tokens" if output_weight == 1
+            else f"capacity with an output token as {output_weight:g} tokens")
+    ax.plot(_FRACTIONS * 100, np.array(u) * 100, label=name)
     for term in ptu_terms:
         ax.plot(_FRACTIONS * 100, [ptu_break_even_utilization(f, term) * 100 for f in _FRACTIONS], ls="--",
                 label=f"gpt-4o PTU, {term} (output weighs the price ratio)")
-    for f in marks:
-        y = break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, f, **kw) * 100
-        ax.plot([f * 100], [y], "o", color="black")
-        ax.annotate(f"{y:.0f}% at {f:.0%} output", (f * 100, y), textcoords="offset points", xytext=(6, 6))
+    ys = [break_even_utilization(monthly_commitment_usd, cap, c_in, c_out, f, **kw) * 100 for f in marks]
+    ax.plot([f * 100 for f in marks], ys, "o", color="black")
     ax.axhline(100, color="grey", lw=0.8, ls=":")
     ax.set_ylim(0, max(120, min(max(u) * 100 * 1.1, 300)))
-    ax.legend()
-    fig.tight_layout()
+    legend(fig)
+    for f, y in zip(marks, ys):        # placed last, clear of every line and of the legend
+        label(ax, f"{y:.0f}% at {f:.0%} output", (f * 100, y))
     return fig
 
 
@@ -189,10 +188,7 @@ def floor_figure(percentile: float = 50, *, demand_tpm=None, output_fraction: fl
     ax2.set_ylabel("availability if refused (%)")
     ax2.set_ylim(0, 101)
     ax2.grid(False)
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="upper left")
-    fig.tight_layout()
+    legend(fig)
     return fig
 
 

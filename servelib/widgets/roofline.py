@@ -24,7 +24,7 @@ from .. import _check
 from ..hardware import list_gpus, ridge_point
 from ..memory import capacity, kv_bytes_per_sequence
 from ..models import list_models
-from ..plots import apply_style
+from ..plots import apply_style, label, legend
 from ..roofline import (decode_attention_flops_per_step, decode_bytes_per_step, decode_flops_per_step,
                         decode_tokens_per_s, decode_weight_bytes, predict_tpot_s)
 from ._common import assemble, config_box, figure_png, report_html, resolve, safely
@@ -87,8 +87,8 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
                     tp_degree: int = 1, batches=BATCHES):
     """Static figure, two panels, for a model decoding at ``context_len`` on one device.
 
-    Left: the roofline (attainable FLOP/s against arithmetic intensity, log-log) with the
-    ridge point and the decode step at each batch size. Right: decode throughput
+    Top: the roofline (attainable FLOP/s against arithmetic intensity, log-log) with the
+    ridge point and the decode step at each batch size. Bottom: decode throughput
     (tokens/s) and time per output token (ms) against batch size. In both panels a batch
     beyond what the KV memory holds (:func:`servelib.memory.capacity`, 10% reserve) is drawn
     hollow, and the legend says so: it cannot run. Returns the matplotlib figure.
@@ -102,11 +102,11 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
     fit = capacity(m, g, n_gpus=tp_degree, context_len=context_len, tp_degree=tp_degree).concurrency
     pts = [decode_point(m, g, b, context_len, dtype=dtype, tp_degree=tp_degree) for b in batches]
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    # One panel above the other, so each stays readable at a phone's width.
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(5.6, 7.2))
     xs = [ridge / 1000, ridge * 10]
     ax1.plot([xs[0], ridge, xs[1]], [xs[0] * bw, peak, peak], color="black", lw=1.5, label="roofline")
     ax1.axvline(ridge, color="grey", ls="--", lw=0.8)
-    ax1.annotate(f"ridge {ridge:,.0f}", (ridge, peak), textcoords="offset points", xytext=(4, -14))
     ok = [b <= fit for b in batches]
     colors = plt.get_cmap("viridis")([i / max(1, len(pts) - 1) for i in range(len(pts))])
     ax1.scatter([p["intensity"] for p in pts], [p["utilization"] * peak for p in pts], zorder=3,
@@ -117,7 +117,6 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
     if not all(ok):
         ax1.scatter([], [], facecolors="none", edgecolors="grey", label=f"hollow: beyond the {fit:,} "
                     "sequences the KV memory holds")
-    ax1.legend(loc="upper left", fontsize=8)
 
     ax2.plot(batches, [p["tokens_per_s"] for p in pts], color="C0", label="throughput")
     ax2.scatter(batches, [p["tokens_per_s"] for p in pts], color="C0",
@@ -129,8 +128,8 @@ def roofline_figure(model="llama-3-8b", gpu="h100-sxm", *, context_len: int = 40
     twin.plot(batches, [p["tpot_s"] * 1e3 for p in pts], color="C1", ls="--", label="time per token")
     twin.set_ylabel("time per output token (ms)")
     twin.grid(False)
-    ax2.legend(handles=ax2.get_lines() + twin.get_lines(), loc="upper left")
-    fig.tight_layout()
+    legend(fig)
+    label(ax1, f"ridge {ridge:,.0f}", (ridge, peak))
     return fig
 
 
