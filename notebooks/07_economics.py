@@ -945,9 +945,12 @@ answer = cheapest_floor_percentile(ptu_break_even_utilization(0.25, "yearly"))
 check("ec-8", answer)
 
 # %% [markdown]
-# **ec-9.** The self-hosted deployment of ec-6, run by one full-time engineer, is compared
-# like for like: with Llama-3-70B hosted by a provider at \$0.90 per 1M tokens. Above what
-# monthly volume, in tokens, does self-hosting cost no more?
+# **ec-9.** The self-hosted deployment of this chapter (Llama-3-70B, 4 x H100 per replica at
+# \$2.50 per GPU-hour, batch 64, 4,096-token contexts, at least 2 replicas, average load at
+# most 60%, 25% output mix, an engineer at \$180,000 a year), run by one full-time engineer,
+# is compared like for like: with Llama-3-70B hosted by a provider at \$0.90 per 1M tokens.
+# What is the smallest monthly volume, in tokens, at which self-hosting costs no more? (Each
+# replica added is a step up in cost, so just past that volume it may cost more again.)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION

@@ -19,14 +19,16 @@ import pytest
 from servelib.grading import REGISTRY
 from servelib.grading import grade as grading
 from servelib.grading.__main__ import main
-from servelib.grading.grade import kill_tree
+from servelib.grading.grade import kill_tree, load_chapters
 from servelib.grading.integrity import FLAGS, source_flags
 from servelib.grading.report import GRADEBOOK_IDENTITY, read_long_csvs
 from servelib.grading.roster import Course
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KV_NOTEBOOK = ROOT / "notebooks" / "03_kv_cache.ipynb"
-KV_IDS = [f"kv-{i}" for i in range(1, 7)]
+#: Chapter 03's exercises and their marks, as the registry has them (a new exercise changes no test).
+KV_IDS = [ex_id for ex_id in REGISTRY if ex_id.startswith("kv-")]
+KV_POINTS = sum(REGISTRY[ex_id].points for ex_id in KV_IDS)
 SETUP = "from servelib.grading import check"
 SECRET = "class-secret-0123456789abcdef"
 
@@ -68,7 +70,7 @@ FORGERS = {
     # Writes "passed" for every exercise into the results file; its own checks get wrong answers.
     "writes_passed.ipynb": notebook(
         SETUP, "import json, os\nwith open(os.environ['SERVELIB_GRADING_RESULTS'], 'a') as fh:\n"
-               "    for i in range(1, 7):\n        fh.write(json.dumps({'exercise': f'kv-{i}', 'status': 'passed'}) + '\\n')",
+               f"    for e in {KV_IDS!r}:\n        fh.write(json.dumps({{'exercise': e, 'status': 'passed'}}) + '\\n')",
         *[f'check("{e}", 0)' for e in KV_IDS],
         "with open(os.environ['SERVELIB_GRADING_RESULTS'], 'a') as fh:\n"
         "    fh.write(json.dumps({'exercise': 'kv-1', 'status': 'passed'}) + '\\n')"),
@@ -117,8 +119,12 @@ def test_forging_the_channel_or_the_comparison_scores_zero(forged, forger):
     assert all(r["status"] in ("wrong", "not attempted") for r in forged[forger].values())
 
 
+def test_the_chapter_checks_every_registered_kv_exercise():
+    assert load_chapters([KV_NOTEBOOK])[0].exercises == tuple(KV_IDS)
+
+
 def test_forgers_are_flagged_and_the_honest_submission_is_not(forged):
-    assert points(forged, "honest.ipynb") == 6 and flags(forged, "honest.ipynb") == set()
+    assert points(forged, "honest.ipynb") == KV_POINTS and flags(forged, "honest.ipynb") == set()
     assert {"results-channel", "environment"} <= flags(forged, "writes_passed.ipynb")
     assert {"rebinds-servelib", "results-channel", "environment"} <= flags(forged, "patches_check.ipynb")
     assert {"rebinds-servelib", "results-channel"} <= flags(forged, "patches_compare.ipynb")
@@ -128,9 +134,9 @@ def test_forgers_are_flagged_and_the_honest_submission_is_not(forged):
 def test_reading_the_answer_key_is_detected_not_prevented(forged):
     """Decided: the reference functions ship with servelib, which every kernel imports, so a
     submission can call them; it scores what its answers are worth and is flagged."""
-    assert points(forged, "reads_answer_key.ipynb") == 6
+    assert points(forged, "reads_answer_key.ipynb") == KV_POINTS
     assert "answer-key" in flags(forged, "reads_answer_key.ipynb")
-    assert points(forged, "obfuscated_key.ipynb") == 6
+    assert points(forged, "obfuscated_key.ipynb") == KV_POINTS
     assert "dynamic-code" in flags(forged, "obfuscated_key.ipynb")
 
 
@@ -214,7 +220,7 @@ def test_gradebook_has_one_row_per_student_in_canvas_shape(klass):
     assert rows[0] == [*GRADEBOOK_IDENTITY, "03_kv_cache", "Total"]
     by_name = {r[0]: r for r in rows[1:]}
     assert [r[0] for r in rows[1:]] == ["Alice A", "Bob B", "Carol C", "Erin E", "dave"]  # roster order first
-    assert by_name["Alice A"][3:] == ["a1", "S1", "6", "6"]
+    assert by_name["Alice A"][3:] == ["a1", "S1", str(KV_POINTS), str(KV_POINTS)]
     assert by_name["Erin E"][-2:] == ["0", "0"]                        # no submission: zero, still a row
     assert int(by_name["Bob B"][-1]) == points(table, "bob/03_kv_cache.ipynb")
 
@@ -224,7 +230,7 @@ def test_feedback_gives_answers_and_hints_but_no_reference_unless_asked(klass, t
     bob = (base / "report" / "feedback" / "bob.md").read_text()
     rows = [line for line in bob.splitlines() if line.startswith("| kv-")]
     assert "| exercise | points | your answer | feedback |" in bob and "Your inputs:" in bob
-    assert len(rows) == 6 and all(line.count(" | ") == 3 for line in rows)   # four cells: no answer column
+    assert len(rows) == len(KV_IDS) and all(line.count(" | ") == 3 for line in rows)   # four cells: no answer column
     wrong = [r for r in table["bob/03_kv_cache.ipynb"].values() if r["status"] == "wrong"]
     for r in wrong:
         assert f"| {r['exercise']} | 0/1 | {r['answer']} | {r['message']} |" in bob

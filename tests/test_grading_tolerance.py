@@ -30,7 +30,8 @@ from servelib.sim import Request, simulate, workloads
 GiB = 2**30
 #: Figures the chapters print once and the statements then use by name.
 CHAPTER = {"p8b": 8.03e9, "kv8b": 128 * 1024, "p70b": 70.55e9, "kv70b": 320 * 1024,
-           "gpt-4o": (2.50, 10.0), "gpt-4o-mini": (0.15, 0.60), "ptu": {"monthly": 260, "yearly": 221},
+           "gpt-4o": (2.50, 10.0), "gpt-4o-mini": (0.15, 0.60), "gpt-4o-cached": 1.25,
+           "ptu": {"monthly": 260, "yearly": 221},
            "ptu_tpm": 2500, "ptu_weight": 4, "minutes_per_month": 730 * 60}
 
 
@@ -91,6 +92,45 @@ def _gpu(t):
     return get_gpu(t.v["gpu"])
 
 
+def _pct(t, name="output_fraction"):
+    """A fraction the statement prints as a whole percentage (``25%``), read back."""
+    return t(f"{t.v[name]:.0%}"[:-1]) / 100
+
+
+def _ptu_break_even(term, f, cached=0.0, cached_weight=0.0, cached_price=None, usd_per_ptu_month=None):
+    """A PTU's break-even utilisation against gpt-4o PAYG, from the printed prices and rates:
+    the PTU month over the PAYG value of the tokens it carries at full use."""
+    c_in, c_out = CHAPTER["gpt-4o"]
+    usd_per_ptu_month = CHAPTER["ptu"][term] if usd_per_ptu_month is None else usd_per_ptu_month
+    cached_price = CHAPTER["gpt-4o-cached"] if cached_price is None else cached_price
+    units = (1 - f) * (1 - cached) + (1 - f) * cached * cached_weight + CHAPTER["ptu_weight"] * f
+    usd_per_token = ((1 - f) * (1 - cached) * c_in + (1 - f) * cached * cached_price + f * c_out) / 1e6
+    tokens = CHAPTER["ptu_tpm"] / units * CHAPTER["minutes_per_month"]
+    return usd_per_ptu_month / (tokens * usd_per_token)
+
+
+def _percentile(u):
+    return 100 * (1 - min(u, 1))
+
+
+def _kv7(t, every_layer_full=False, reserve=0.9):
+    """gpt-oss-20b's sequences on one GPU: 12 full layers, 12 of a 128-token window."""
+    context = t(t.v["context_len"])
+    per_layer_token = 2 * t(8) * t(64) * 2                          # K and V, fp16
+    tokens = 24 * context if every_layer_full else t(12) * (context + min(t(128), context))
+    budget = (t(t["gpu"].memory_gib) * GiB - 2 * t("20.91") * 1e9) * reserve
+    return math.floor(budget / (per_layer_token * tokens))
+
+
+def _self_host(t):
+    """The self-hosted deployment as an ec-9 statement prints it, and its hosted price."""
+    sh = dataclasses.replace(SELF_HOST, usd_per_gpu_hour=t(f"{t.v['usd_per_gpu_hour']:.2f}"),
+                             usd_per_engineer_year=t(180_000), batch=int(t(64)), context_len=int(t(4096)))
+    hosted = dataclasses.replace(SELF_HOST.hosted, usd_per_1k_input=t("0.90") / 1000,
+                                 usd_per_1k_output=t("0.90") / 1000)
+    return sh, hosted
+
+
 HAND = {
     "pd-1": lambda t: 2 * t(t["model"].billions) * 1e9 * t(t.v["prompt_len"]) / 1e12,
     "pd-2": lambda t: 1e3 * _ttft(CHAPTER["p8b"], CHAPTER["kv8b"], t(t.v["prompt_len"]),
@@ -129,6 +169,7 @@ HAND = {
     "kv-5": lambda t: _min_tp(t(t["gpu"].memory_gib), t("70.55") * 1e9, CHAPTER["kv70b"], t(t.v["context_len"])),
     "kv-6": lambda t: (math.floor((t.v["n_gpus"] * 80 * GiB - 2 * 70e9) * 0.9 / (CHAPTER["kv70b"] * t.v["context_len"]))
                        - math.floor((t.v["n_gpus"] * 80 * GiB * 0.9 - 2 * 70e9) / (CHAPTER["kv70b"] * t.v["context_len"]))),
+    "kv-7": lambda t: _kv7(t),
     "bt-1": lambda t: (2 * t(t["model"].billions) * 1e9 + t(t.v["batch"]) * t(t.v["context_len"])
                        * t(t["model"].kv_kib_per_token) * 1024) / 1e9,
     "bt-2": lambda t: math.ceil(
@@ -162,6 +203,10 @@ HAND = {
     "ec-7": lambda t: replica_throughput(get_model("llama-3-8b"), t.v["gpu"], batch=int(t(t.v["batch"])),
                                          context_len=int(t(t.v["context_len"])),
                                          output_fraction=t.v["output_fraction"]).tokens_per_gpu_s,
+    "ec-8": lambda t: _percentile(_ptu_break_even(t.v["term"], _pct(t),
+                                                  usd_per_ptu_month=t(str(CHAPTER["ptu"][t.v["term"]])))),
+    "ec-9": lambda t: (lambda sh, hosted: sh.crossover(n_engineers=t.v["n_engineers"], price=hosted))(*_self_host(t)),
+    "ec-10": lambda t: _ptu_break_even(t.v["term"], _pct(t), cached=t.v["cached_input_fraction"]),
     "cap-1": lambda t: derive(dataclasses.replace(sound_plan(), context_len=int(t(t.v["context_len"])))).concurrency,
     "cap-2": lambda t: derive(dataclasses.replace(sound_plan(), kv_bytes_per_elem=1,
                                                   context_len=int(t(t.v["context_len"])))).concurrency,
@@ -170,6 +215,7 @@ HAND = {
     "cap-4": lambda t: right_tp_degree(dataclasses.replace(sound_plan(), target_concurrency=int(t(t.v["target"])))),
     "cap-5": lambda t: derive(dataclasses.replace(sound_plan(), engineering_fte=t.v["engineering_fte"]))
     .crossover_tokens_per_month / 1e9,
+    "cap-7": lambda t: derive(dataclasses.replace(sound_plan(), output_fraction=_pct(t))).cheapest_floor_percentile,
     "cap-6": lambda t: len(audit(dataclasses.replace(sound_plan(), admission="prompt", shared_tiers=True,
                                                      batching="static", claimed_concurrency=int(t(t.v["claimed"]))))),
 }
@@ -209,6 +255,10 @@ SLIPS = {
              ("one too many", lambda t, ref: ref + 1, "off by one")],
     "kv-5": [("one degree short", lambda t, ref: ref / 2, None)],
     "kv-6": [("one too many", lambda t, ref: ref + 1, "off by one")],
+    "kv-7": [("every layer caching the whole context", lambda t, ref: _kv7(t, every_layer_full=True),
+              "half of this model's layers"),
+             ("one too many", lambda t, ref: ref + 1, "off by one"),
+             ("no reserve", lambda t, ref: _kv7(t, reserve=1.0), None)],
     "bt-1": [("GiB for GB", lambda t, ref: ref * 1e9 / GiB, "GiB (2^30 bytes) where GB"),
              ("weights only", lambda t, ref: 2 * float(t["model"].billions), None)],
     "bt-2": [("one too few", lambda t, ref: ref - 1, "off by one")],
@@ -235,12 +285,35 @@ SLIPS = {
               lambda t, ref: replica_throughput(get_model("llama-3-8b"), t.v["gpu"], batch=t.v["batch"],
                                                 context_len=t.v["context_len"], output_fraction=1.0).tokens_per_gpu_s,
               None)],
+    "ec-8": [("a fraction", lambda t, ref: ref / 100, "percentage"),
+             ("100 u* (the break-even as the percentile)", lambda t, ref: 100 - ref, None),
+             ("the median", lambda t, ref: 50.0, None),
+             ("the other term's price", lambda t, ref: _percentile(_ptu_break_even(
+                 {"monthly": "yearly", "yearly": "monthly"}[t.v["term"]], t.v["output_fraction"])), None),
+             ("capacity counted in plain tokens (no output weight)", lambda t, ref: _percentile(
+                 _ptu_break_even(t.v["term"], t.v["output_fraction"])
+                 / (1 + (CHAPTER["ptu_weight"] - 1) * t.v["output_fraction"])), None)],
+    "ec-9": [("against gpt-4o, not the same model hosted", lambda t, ref: _self_host(t)[0].crossover(
+                 n_engineers=t.v["n_engineers"]), None),
+             ("per 1k tokens", lambda t, ref: ref / 1000, "1000x too small"),
+             ("no engineer", lambda t, ref: (lambda sh, hosted: sh.crossover(n_engineers=0, price=hosted))(
+                 *_self_host(t)), None)],
+    "ec-10": [("a percentage", lambda t, ref: ref * 100, "percentage"),
+              ("no cache", lambda t, ref: _ptu_break_even(t.v["term"], t.v["output_fraction"]), None),
+              ("cached tokens still counted by the PTU", lambda t, ref: _ptu_break_even(
+                  t.v["term"], t.v["output_fraction"], cached=t.v["cached_input_fraction"], cached_weight=1), None),
+              ("cached tokens billed at the full price", lambda t, ref: _ptu_break_even(
+                  t.v["term"], t.v["output_fraction"], cached=t.v["cached_input_fraction"],
+                  cached_price=CHAPTER["gpt-4o"][0]), None)],
     "cap-1": [("one too many", lambda t, ref: ref + 1, "off by one")],
     "cap-2": [("fp16 cache", lambda t, ref: derive(dataclasses.replace(sound_plan(), context_len=t.v["context_len"]))
                .concurrency, None)],
     "cap-3": [("a percentage", lambda t, ref: ref * 100, "percentage")],
     "cap-4": [("one degree short", lambda t, ref: ref / 2, None)],
     "cap-5": [("tokens for billions", lambda t, ref: ref * 1e9, None)],
+    "cap-7": [("a fraction", lambda t, ref: ref / 100, "percentage"),
+              ("100 u* (the break-even as the percentile)", lambda t, ref: 100 - ref, None),
+              ("the median", lambda t, ref: 50.0, None)],
     "cap-6": [("one too few", lambda t, ref: ref - 1, "off by one")],
 }
 

@@ -106,17 +106,53 @@ def _tokens_per_gpu_s(gpu="l4", batch=48, context_len=2048, output_fraction=0.2)
                               output_fraction=output_fraction).tokens_per_gpu_s
 
 
-@exercise("ec-8", rtol=0.05, unit="percentile")
+def _ec8_text(output_fraction, term):
+    return (f"**ec-8.** A gpt-4o PTU sustains 2,500 input tokens a minute, an output token counts as 4 of "
+            f"them, and a {term} reservation costs \\${ptu_monthly_cost_usd(1, term):,.0f} a PTU-month. Traffic "
+            f"is {output_fraction:.0%} output, and overflow spills to gpt-4o PAYG. At which percentile of "
+            f"demand does the cheapest floor of such PTUs sit?")
+
+
+# A percentile is read off rounded to a whole number (p19 for 19.27, p5 for 5.02): 2% takes that
+# and still refuses the capacity counted in plain tokens, the other term's price and 100 u*.
+@exercise("ec-8", rtol=0.02, unit="percentile",
+          vary={"output_fraction": _MIXES, "term": ("monthly", "yearly")}, text=_ec8_text)
 def _cheapest_floor_percentile_yearly_ptu(output_fraction=MIX_TRACE, term="yearly"):
     return cheapest_floor_percentile(ptu_break_even_utilization(output_fraction, term))
 
 
-@exercise("ec-9", rtol=0.01, unit="tokens per month")
-def _crossover_against_hosted_llama(n_engineers=1.0):
-    return SELF_HOST.crossover(n_engineers=n_engineers, price=SELF_HOST.hosted)
+def _ec9_text(n_engineers, usd_per_gpu_hour):
+    return (f"**ec-9.** The self-hosted deployment of this chapter (Llama-3-70B, 4 x H100 per replica at "
+            f"\\${usd_per_gpu_hour:.2f} per GPU-hour, batch 64, 4,096-token contexts, at least 2 replicas, "
+            f"average load at most 60%, 25% output mix, an engineer at \\$180,000 a year), run by "
+            f"{_ENGINEERS[n_engineers]}, is compared like for like: with Llama-3-70B hosted by a provider at "
+            f"\\$0.90 per 1M tokens. What is the smallest monthly volume, in tokens, at which self-hosting "
+            f"costs no more? (Each replica added is a step up in cost, so just past that volume it may "
+            f"cost more again.)")
 
 
-@exercise("ec-10", rtol=0.01, unit="(fraction)")
+@exercise("ec-9", rtol=1e-3, unit="tokens per month",
+          vary={"n_engineers": tuple(_ENGINEERS), "usd_per_gpu_hour": (2.0, 2.5, 3.0, 3.5)}, text=_ec9_text)
+def _crossover_against_hosted_llama(n_engineers=1, usd_per_gpu_hour=2.5):
+    sh = dataclasses.replace(SELF_HOST, usd_per_gpu_hour=usd_per_gpu_hour)
+    return sh.crossover(n_engineers=n_engineers, price=sh.hosted)
+
+
+_CACHED_SHARES = {0.25: "a quarter", 0.5: "half", 0.75: "three quarters"}
+
+
+def _ec10_text(output_fraction, cached_input_fraction, term):
+    reserved = {"monthly": "monthly", "yearly": "for a year"}[term]
+    return (f"**ec-10.** The agents' traffic is {output_fraction:.0%} output, and "
+            f"{_CACHED_SHARES[cached_input_fraction]} of their input tokens are read from the prompt cache: "
+            f"PAYG bills them at gpt-4o's cached price, and a PTU does not count them at all (output tokens "
+            f"count as 4 input tokens, 2,500 input tokens a minute per PTU). What is the break-even "
+            f"utilisation (a fraction) of a PTU reserved {reserved}?")
+
+
+@exercise("ec-10", rtol=1e-3, unit="(fraction)",
+          vary={"output_fraction": (0.05, 0.1, 0.15, 0.2, 0.25, 0.3), "cached_input_fraction": tuple(_CACHED_SHARES),
+                "term": ("monthly", "yearly")}, text=_ec10_text)
 def _ptu_break_even_with_cached_input(output_fraction=MIX_AFTER, cached_input_fraction=AGENT_CACHED_INPUT_FRACTION,
                                       term="monthly"):
     return ptu_break_even_utilization(output_fraction, term, cached_input_fraction=cached_input_fraction)

@@ -75,9 +75,16 @@ def _vllm_convention_gap(n_gpus=8, context_len=8192):
     return ours - vllm
 
 
+# kv-7's variants: the slip of caching the whole context in every layer must land within 1%
+# of half the answer (its hint), floors included; these GPUs and contexts are those where it does.
 @exercise("kv-7", rtol=0, unit="sequences",
           hints=((0.5, "that is every layer caching the whole context: half of this model's layers "
-                       "keep only a window of the last tokens"),))
+                       "keep only a window of the last tokens"),),
+          vary={"gpu": ("h100-sxm", "b200"), "context_len": (49_152, 65_536, 98_304, 131_072)},
+          text="**kv-7.** gpt-oss-20b has 24 layers with 8 KV heads of `head_dim` 64; every other layer "
+               "(12 of them) attends only to the last 128 tokens, the other 12 to the whole context. It has "
+               "20.91 billion parameters, served in bf16 on one {gpu} ({gpu.memory_gib} GiB) with fp16 KV, a "
+               "10% reserve and {context_len:,}-token contexts. How many sequences fit at once?")
 def _concurrency_mixed_layers(model="gpt-oss-20b", gpu="h100-sxm", context_len=131_072):
     # Sequences per device, with the cache summed layer by layer (windows capped).
     return capacity(get_model(model), get_gpu(gpu), n_gpus=1, context_len=context_len).concurrency

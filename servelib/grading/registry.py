@@ -1,5 +1,27 @@
 """The exercise registry: each exercise id maps to a reference computed by servelib.
 
+Checklist for a new exercise (the tests named hold each point):
+
+1. **Reference**: ``@exercise("kv-8", rtol=..., unit=...)`` on a function whose inputs (model,
+   GPU, context length, prices, mix ...) are keyword arguments with the book's values as
+   defaults, in the chapter's module here.
+2. **vary**: the inputs that may differ between students and their values, the default among
+   them. Every combination must be solvable: a finite reference, a deployment that fits in
+   the memory it describes, and the exercise's own ``hints`` still firing on the slip they
+   name (``tests/test_grading_variants.py``).
+3. **text**: the statement as a ``str.format`` template over the inputs, or a function of
+   them. The chapter's ``**kv-8.** ...`` markdown cell must equal its default rendering word
+   for word; the statement must state every number it needs (a student's other exercises
+   show other variants, so "the deployment of kv-6" means nothing to them). Edit the
+   chapter's ``notebooks/NN_name.py`` and regenerate it with ``scripts/nbsync.py``.
+4. **rtol**: 0 for counts; otherwise the smallest tolerance that accepts an answer worked from
+   the numbers the statement prints, at the precision printed, yet refuses the usual slips.
+5. **Tolerance entries** in ``tests/test_grading_tolerance.py``: ``HAND[id]``, that worked
+   answer, and ``SLIPS[id]``, the usual wrong answers with the hint each must get; both are
+   tried in every variant.
+6. **Counts**: tests that count a chapter's exercises or points read them from
+   :data:`REGISTRY`, never as a literal.
+
 Chapters register their exercises in one module each (``servelib.grading.kv`` for the
 KV-cache chapter, ...). A reference is a function, not a typed literal, so the answer key
 cannot drift from the formulas the book teaches. Its inputs (model, GPU, context length,
