@@ -9,6 +9,8 @@ Introduced in the chapter "Scheduling: continuous batching, admission control an
 """
 from . import workloads
 from .core import Request, SimResult, Trace, simulate
-from .steptime import roofline_step_time
+from .scheduler import Scheduler, Step
+from .steptime import PCIE_GEN5_X16_Bps, roofline_step_time, swap_s_per_token
 
-__all__ = ["Request", "SimResult", "Trace", "simulate", "roofline_step_time", "workloads"]
+__all__ = ["Request", "SimResult", "Trace", "simulate", "roofline_step_time", "swap_s_per_token",
+           "PCIE_GEN5_X16_Bps", "Scheduler", "Step", "workloads"]
