@@ -7,8 +7,11 @@ decoder (:class:`servelib.measure.ToyDecoder`'s weights) over a paged KV cache
 prefix blocks) and reading the clock. ``python -m servelib.engine`` runs a workload from the
 command line. Introduced in the chapter "A serving engine you can read".
 """
+from . import workloads
 from .cache import OutOfBlocks, PagedKVCache
+from .calibrate import Calibration, calibrate, predict, warmup_runs
 from .engine import Engine, EngineRun
 from .model import Batch, PagedDecoder, engine_spec
 
-__all__ = ["Engine", "EngineRun", "PagedKVCache", "OutOfBlocks", "PagedDecoder", "Batch", "engine_spec"]
+__all__ = ["Engine", "EngineRun", "PagedKVCache", "OutOfBlocks", "PagedDecoder", "Batch", "engine_spec",
+           "Calibration", "calibrate", "predict", "warmup_runs", "workloads"]

@@ -183,7 +183,7 @@ class Engine:
         pool = KVPool(cap, block_size, admission, reserve=reserve_max)
         ex = _Executor(self, reqs, cache, static, reserve_max, record_logits)
         sched = Scheduler(reqs, pool, static=static, max_batch=max_batch, preemption=preemption,
-                          budget_tokens=budget, reject_oversized=reject_oversized, observer=ex)
+                          budget_tokens=budget, reject_oversized=reject_oversized, observer=ex, detail=True)
         ex.sched = sched
         config = dict(policy=policy, max_batch=max_batch, kv_capacity_tokens=cap, block_size=block_size,
                       admission=admission, preemption=preemption, max_batched_tokens=max_batched_tokens,

@@ -10,7 +10,9 @@ Introduced in the chapter "Scheduling: continuous batching, admission control an
 from . import workloads
 from .core import Request, SimResult, Trace, simulate
 from .scheduler import Scheduler, Step
-from .steptime import PCIE_GEN5_X16_Bps, roofline_step_time, swap_s_per_token
+from .steptime import (PCIE_GEN5_X16_Bps, STEP_TERMS, StepTimeModel, fit_step_time, roofline_step_time,
+                       swap_s_per_token)
 
 __all__ = ["Request", "SimResult", "Trace", "simulate", "roofline_step_time", "swap_s_per_token",
-           "PCIE_GEN5_X16_Bps", "Scheduler", "Step", "workloads"]
+           "PCIE_GEN5_X16_Bps", "Scheduler", "Step", "StepTimeModel", "fit_step_time", "STEP_TERMS",
+           "workloads"]

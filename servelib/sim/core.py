@@ -187,6 +187,48 @@ class SimResult:
         gaps = np.repeat(self.trace.step_s, self.trace.decode)
         return float(np.percentile(gaps, q)) if gaps.size else math.nan
 
+    def goodput_rps(self, ttft_slo_s: float, tpot_slo_s: float) -> float:
+        """Requests per second of makespan that completed within both service-level objectives:
+        TTFT <= ``ttft_slo_s`` and TPOT <= ``tpot_slo_s`` (a one-token answer has no TPOT and
+        meets that one). The definition of vLLM's ``benchmark_serving`` goodput. Raises
+        ValueError for a non-positive SLO."""
+        ttft_slo, tpot_slo = _check.positive("ttft_slo_s", ttft_slo_s), _check.positive("tpot_slo_s", tpot_slo_s)
+        ok = self._mask(None) & (self.ttft_s <= ttft_slo) & ~(self.tpot_s > tpot_slo)
+        return int(ok.sum()) / self.makespan_s if self.makespan_s > 0 else math.nan
+
+    @property
+    def request_throughput_rps(self) -> float:
+        """Completed requests per second of makespan."""
+        return self.n_completed / self.makespan_s if self.makespan_s > 0 else math.nan
+
+    def mean_in_system(self) -> float:
+        """Time-averaged number of requests in the replica (queued or holding a slot), from the
+        per-step trace: each step counts the requests present when it starts for its duration;
+        idle time counts zero. With :attr:`request_throughput_rps` (lambda) and the mean
+        latency (W), Little's law says this equals lambda x W."""
+        tr = self.trace
+        return float(np.dot(tr.waiting + tr.batch, tr.step_s)) / self.makespan_s if self.makespan_s > 0 else math.nan
+
+    def summary(self, ttft_slo_s: float | None = None, tpot_slo_s: float | None = None) -> dict:
+        """The run's headline figures as a plain dict (seconds, tokens/s): makespan, counts,
+        mean latency, p50/p90/p99 of TTFT, TPOT, ITL and latency, throughput, and goodput when
+        both SLOs are given."""
+        out = dict(makespan_s=self.makespan_s, n_requests=self.n_requests, n_completed=self.n_completed,
+                   n_rejected=self.n_rejected, n_oom_killed=self.n_oom_killed, n_preempted=self.n_preempted,
+                   n_steps=self.n_steps, mean_latency_s=self.mean_latency_s)
+        for q in (50, 90, 99):
+            out[f"ttft_p{q}_s"] = self.percentile("ttft_s", q)
+            out[f"tpot_p{q}_s"] = self.percentile("tpot_s", q)
+            out[f"itl_p{q}_s"] = self.itl_percentile_s(q)
+            out[f"latency_p{q}_s"] = self.percentile("latency_s", q)
+        out.update(throughput_tokens_per_s=self.throughput_tokens_per_s,
+                   request_throughput_rps=self.request_throughput_rps,
+                   kv_peak_tokens=self.kv_peak_tokens)
+        if ttft_slo_s is not None and tpot_slo_s is not None:
+            out.update(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+                       goodput_rps=self.goodput_rps(ttft_slo_s, tpot_slo_s))
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
     def percentile(self, metric: str, q: float, tier: str | None = None) -> float:
         """The ``q``-th percentile (0-100) of ``"ttft_s"``, ``"tpot_s"`` or ``"latency_s"`` over
         completed requests (of one tier if given); NaN if there are none."""
@@ -282,7 +324,7 @@ def simulate(requests, *, policy: str = "continuous", max_batch: int, kv_capacit
     pool = KVPool(kv_capacity_tokens, block_size, admission)
     sched = Scheduler(reqs, pool, static=static, max_batch=max_batch, preemption=preemption,
                       budget_tokens=budget_tokens, retire_before_admit=retire_before_admit,
-                      reject_oversized=reject_oversized)
+                      reject_oversized=reject_oversized, detail=hasattr(step_time_s, "of_step"))
     run_modelled(sched, dt_const, dt_fn, swap_cost)
     return result(sched, policy)
 

@@ -53,6 +53,9 @@ class Step(NamedTuple):
     first-come order; a chunk that reaches the end of its prompt yields a token.
     ``completing``: how many chunks do. ``swap_tokens``: KV tokens copied to or from host
     memory for this step. ``index``: the step's number (1, 2, ...).
+    ``decode_context_tokens``: keys the decode and padding rows attend to, summed;
+    ``max_context``: the most any of them attends to (computed only for a scheduler made
+    with ``detail=True``, else 0).
     """
 
     index: int
@@ -65,6 +68,7 @@ class Step(NamedTuple):
     completing: int
     swap_tokens: int
     decode_context_tokens: int
+    max_context: int = 0
 
     @property
     def logit_rows(self) -> int:
@@ -84,7 +88,8 @@ class Scheduler:
     prefill; ``math.inf`` for none). ``retire_before_admit``, ``reject_oversized``: as in
     :func:`servelib.sim.simulate`, which checks every argument; this class trusts them.
     ``observer``: None, or an object with methods ``admitted(i, ctx_tokens)``,
-    ``decoding(i)``, ``stopped(i)``, ``released(i)`` and ``killed(indices)``.
+    ``decoding(i)``, ``stopped(i)``, ``released(i)`` and ``killed(indices)``. ``detail``:
+    fill :attr:`Step.max_context` (O(batch) per step, for step-time models that need it).
 
     Read by executors: ``t`` (the clock, s), ``s`` (steps run), ``trace`` (columns of
     :class:`servelib.sim.Trace` as lists). :meth:`result` builds the
@@ -92,8 +97,9 @@ class Scheduler:
     """
 
     def __init__(self, requests, pool, *, static, max_batch, preemption, budget_tokens,
-                 retire_before_admit=True, reject_oversized=True, observer=None):
+                 retire_before_admit=True, reject_oversized=True, observer=None, detail=False):
         self.reqs, self.pool, self.static, self.max_batch = requests, pool, static, max_batch
+        self.detail = detail
         self.preemption, self.budget_tokens = preemption, budget_tokens
         self.rba, self.reject_oversized, self.obs = retire_before_admit, reject_oversized, observer
         reqs = requests
@@ -276,6 +282,17 @@ class Scheduler:
         self.st[i] = WAITING
         self.waiting.appendleft(i)
 
+    def max_context(self):
+        """Most keys any decode (or static padding) row attends to in the coming step."""
+        s, best = self.s, 0
+        for _, i, e in self.fin:
+            if e == self.ep[i] and self.st[i] == DECODE:
+                best = max(best, self.prompt[i] + self.base[i] + s)
+        if self.static:
+            for i in self.held:
+                best = max(best, self.prompt[i] + self.g[i])
+        return best
+
     # -- the executor's interface ----------------------------------------------------------
     @property
     def next_arrival_s(self) -> float:
@@ -379,7 +396,8 @@ class Scheduler:
         self.completing = completing
         self.step = Step(self.s + 1, self.in_flight, self.n_dec, padded, tokens, pool.used_tokens,
                          tuple(chunks), len(completing), self.step_swap,
-                         self.dec_ctx0 + self.n_dec * self.s + self.held_ctx)
+                         self.dec_ctx0 + self.n_dec * self.s + self.held_ctx,
+                         self.max_context() if self.detail else 0)
         self._n_waiting = n_waiting
         return self.step
 
