@@ -134,3 +134,20 @@ def _simulate_reserved(reqs, model, kw):
                       budget_tokens=token_budget(kw.get("max_batched_tokens"), kw["max_batch"]), detail=True)
     run_modelled(sched, None, model.of_step)
     return result(sched, policy)
+
+
+#: The figures :func:`compare` puts side by side (the simulator's goal: within 15% of the engine).
+COMPARED = ("makespan_s", "mean_latency_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s")
+
+
+def compare(measured, predicted, keys=COMPARED) -> list:
+    """``(figure, measured, predicted, relative error)`` for each of ``keys`` (names in
+    :meth:`servelib.sim.SimResult.summary`), the error being predicted / measured - 1."""
+    m, p = measured.summary(), predicted.summary()
+    return [(k, m[k], p[k], p[k] / m[k] - 1 if m[k] else float("nan")) for k in keys]
+
+
+def capacity_rps(requests, model: StepTimeModel, **run_kwargs) -> float:
+    """Requests per second the replica completes when saturated: the simulator's throughput
+    for ``requests`` all queued at once, with ``model``'s step times (:func:`predict`)."""
+    return predict(requests, model, **{**run_kwargs, "offline": True}).request_throughput_rps

@@ -90,7 +90,16 @@ class PagedDecoder:
         """
         m, s, cache = self.model, self.spec, self.cache
         d, h, hkv = s.head_dim, s.n_heads, s.n_kv_heads
-        t = b.ids.shape[0]
+        t, ns = b.ids.shape[0], b.n_single
+        # Masks depend on the step, not the layer: built once. Decode rows mask the padding
+        # beyond their own length; a chunk after earlier chunks masks keys beyond each query.
+        pad = None
+        if ns:
+            pad = torch.arange(b.single_tables.shape[1] * cache.block_size, device=b.ids.device) >= b.single_lens[:, None]
+        chunk_masks = [None if start == 0 else
+                       torch.arange(start + n, device=b.ids.device)[None, :]
+                       <= torch.arange(start, start + n, device=b.ids.device)[:, None]
+                       for _, n, start, _ in b.chunks]
         x = F.embedding(b.ids, m.embed)
         for i, layer in enumerate(m.layers):
             k_cache, v_cache = cache.layer(i)
@@ -99,13 +108,16 @@ class PagedDecoder:
             q = qkv[:, :h]
             k_cache.index_copy_(0, b.slots, qkv[:, h:h + hkv])
             v_cache.index_copy_(0, b.slots, qkv[:, h + hkv:])
-            att = torch.empty_like(q)
-            if b.n_single:
-                att[:b.n_single] = _single_token_attention(q[:b.n_single], k_cache, v_cache, b.single_tables,
-                                                           b.single_lens, cache.block_size)
-            for row, n, start, table in b.chunks:
-                att[row:row + n] = _chunk_attention(q[row:row + n], k_cache, v_cache, table, start,
-                                                    cache.block_size)
+            if ns == t:       # decode rows only: no chunk to place beside them
+                att = _single_token_attention(q, k_cache, v_cache, b.single_tables, pad, cache.block_size)
+            else:
+                att = torch.empty_like(q)
+                if ns:
+                    att[:ns] = _single_token_attention(q[:ns], k_cache, v_cache, b.single_tables, pad,
+                                                       cache.block_size)
+                for (row, n, start, table), mask in zip(b.chunks, chunk_masks):
+                    att[row:row + n] = _chunk_attention(q[row:row + n], k_cache, v_cache, table, start, mask,
+                                                        cache.block_size)
             x = x + m._linear(att.reshape(t, h * d), layer["wo"])
             hdn = _rms_norm(x, layer["mlp_norm"])
             gate, up = m._linear(hdn, layer["w_gate_up"]).chunk(2, dim=-1)
@@ -121,12 +133,12 @@ def _gather(cache: torch.Tensor, tables: torch.Tensor, block_size: int) -> torch
     return blocks.view(rows, nb * block_size, *cache.shape[1:])
 
 
-def _single_token_attention(q, k_cache, v_cache, tables, lens, block_size):
-    """GQA attention of one query per row ``q`` ``(B, heads, d)`` over each row's ``lens`` keys.
+def _single_token_attention(q, k_cache, v_cache, tables, pad, block_size):
+    """GQA attention of one query per row ``q`` ``(B, heads, d)`` over each row's own keys.
 
     Keys and values are gathered block by block through the tables (padded to the longest
-    row; the padding is masked), then two batched matrix products, as the toy decoder's
-    decode step does: each KV head serves its group of query heads.
+    row; ``pad`` ``(B, L)`` is True beyond a row's length), then two batched matrix products,
+    as the toy decoder's decode step does: each KV head serves its group of query heads.
     """
     bsz, h, d = q.shape
     k = _gather(k_cache, tables, block_size)              # (B, L, kv_heads, d)
@@ -134,16 +146,16 @@ def _single_token_attention(q, k_cache, v_cache, tables, lens, block_size):
     hkv = k.shape[2]
     qg = q.view(bsz, hkv, h // hkv, d)
     scores = torch.matmul(qg, k.permute(0, 2, 3, 1)) / math.sqrt(d)       # (B, kv_heads, group, L)
-    pad = torch.arange(k.shape[1], device=q.device) >= lens[:, None]       # (B, L)
     scores = scores.float().masked_fill(pad[:, None, None, :], -math.inf)
     out = torch.matmul(torch.softmax(scores, dim=-1).to(v.dtype), v.transpose(1, 2))   # (B, kv_heads, group, d)
     return out.reshape(bsz, h, d)
 
 
-def _chunk_attention(q, k_cache, v_cache, table, start, block_size):
+def _chunk_attention(q, k_cache, v_cache, table, start, mask, block_size):
     """Causal attention of a prompt chunk ``q`` ``(n, heads, d)`` at positions ``start ..
     start+n-1`` over the sequence's keys ``0 .. start+n-1`` (the fused kernel, as the toy
-    decoder's prefill)."""
+    decoder's prefill). ``mask`` ``(n, start+n)``: which keys each query sees (None when
+    ``start`` is 0: plain causal)."""
     n, h, d = q.shape
     end = start + n
     k = _gather(k_cache, table[None], block_size)[0, :end]     # (end, kv_heads, d)
@@ -151,9 +163,8 @@ def _chunk_attention(q, k_cache, v_cache, table, start, block_size):
     hkv = k.shape[1]
     k, v = (t.transpose(0, 1).repeat_interleave(h // hkv, dim=0)[None] for t in (k, v))   # (1, heads, end, d)
     qh = q.transpose(0, 1)[None]                                                         # (1, heads, n, d)
-    if start == 0:
+    if mask is None:
         out = F.scaled_dot_product_attention(qh, k, v, is_causal=True)
     else:
-        allowed = torch.arange(end, device=q.device)[None, :] <= torch.arange(start, end, device=q.device)[:, None]
-        out = F.scaled_dot_product_attention(qh, k, v, attn_mask=allowed)
+        out = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask)
     return out[0].transpose(0, 1)
