@@ -10,6 +10,7 @@ from . import prefill  # noqa: F401  (registers the prefill-and-decode chapter's
 from . import roofline_ex  # noqa: F401  (registers the roofline chapter's exercises)
 from . import batching  # noqa: F401  (registers the batching chapter's exercises)
 from . import scheduling  # noqa: F401  (registers the scheduling chapter's exercises)
+from . import engine  # noqa: F401  (registers the engine chapter's exercises)
 from .check import check
 from .registry import REGISTRY, Exercise, exercise
 

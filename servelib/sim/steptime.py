@@ -74,7 +74,8 @@ STEP_TERMS = {
     "per_logit_row_s": "each row whose next-token logits are computed (LM head, sampling)",
     "per_key_s": "each key a decode row reads: rows x the longest context (attention pads to it)",
     "per_chunk_s": "each prefill chunk (its own attention call)",
-    "per_prefill_pair_s": "each query-key pair of prefill attention: chunk x (start + chunk)",
+    "per_prefill_pair_s": "each query-key pair prefill attention computes: n^2 / 2 for a first chunk of n "
+                          "(causal kernel), n x (start + n) for a later one (masked)",
 }
 
 
@@ -82,7 +83,7 @@ def step_features(step) -> tuple:
     """The quantities of a planned :class:`~servelib.sim.scheduler.Step` that
     :class:`StepTimeModel` charges, in the order of :data:`STEP_TERMS`."""
     return (1.0, step.tokens, step.decode + step.completing, (step.decode + step.padded) * step.max_context,
-            len(step.chunks), sum(c * (start + c) for _, start, c in step.chunks))
+            len(step.chunks), sum(c * c / 2 if start == 0 else c * (start + c) for _, start, c in step.chunks))
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,20 @@ class StepTimeModel:
     def of_step(self, step) -> float:
         """Seconds for ``step`` (a :class:`~servelib.sim.scheduler.Step`)."""
         return float(sum(c * f for c, f in zip(self.coefficients, step_features(step))))
+
+    def of_shape(self, *, decode: int = 0, max_context: int = 0, chunks=()) -> float:
+        """Seconds for a step of ``decode`` decoding sequences (the longest holding ``max_context``
+        tokens) and prefill ``chunks``, each ``(first position, tokens)`` and each finishing its
+        prompt. Raises ValueError for negative sizes or an empty step."""
+        from .scheduler import Step
+        d = _check.non_negative_int("decode", decode)
+        ctx = _check.non_negative_int("max_context", max_context)
+        ch = tuple((k, _check.non_negative_int("chunk start", s), _check.positive_int("chunk tokens", n))
+                   for k, (s, n) in enumerate(chunks))
+        if not d and not ch:
+            raise ValueError("a step needs decode >= 1 or at least one chunk")
+        tokens = d + sum(n for _, _, n in ch)
+        return self.of_step(Step(1, d + len(ch), d, 0, tokens, 0, ch, len(ch), 0, d * ctx, ctx))
 
     def breakdown(self, step) -> dict:
         """Seconds per term of :data:`STEP_TERMS` for ``step``."""
