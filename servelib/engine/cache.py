@@ -39,6 +39,8 @@ class PagedKVCache:
         self.refs = [0] * self.n_blocks
         self.free_list = list(range(self.n_blocks - 1, -1, -1))   # a stack: pop() takes block 0 first
         self.prefixes = {}        # prefix key -> its shared block ids, while any user holds them
+        shape = (self.n_blocks * self.block_size, spec.n_kv_heads, spec.head_dim)
+        self._layers = [(self.kv[i, 0].view(shape), self.kv[i, 1].view(shape)) for i in range(spec.n_layers)]
 
     @property
     def bytes_per_block(self) -> int:
@@ -56,9 +58,7 @@ class PagedKVCache:
 
     def layer(self, i: int):
         """Layer ``i``'s K and V, each ``(n_blocks * block_size, n_kv_heads, head_dim)`` (views)."""
-        k, v = self.kv[i, 0], self.kv[i, 1]
-        shape = (self.n_blocks * self.block_size, self.spec.n_kv_heads, self.spec.head_dim)
-        return k.view(shape), v.view(shape)
+        return self._layers[i]
 
     def allocate(self, n: int) -> list[int]:
         """Take ``n`` free blocks (each with one user); OutOfBlocks if fewer are free."""

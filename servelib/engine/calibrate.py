@@ -55,33 +55,39 @@ def warmup_runs(max_batch: int, max_context: int, max_chunk: int) -> list:
 
     1. a decode ramp: ``max_batch`` short prompts queued at once, outputs spread evenly up to
        half of ``max_context``, so the batch shrinks from ``max_batch`` to 1 while contexts grow;
-    2. prompts of 8 tokens up to ``max_chunk``, one at a time: prefill steps of every size;
+    2. a steady stream: ``max_batch`` requests with prompts of 16 tokens up to ``max_chunk``
+       and outputs up to a quarter of ``max_context``, through half as many slots, so that
+       prompts are admitted beside running decodes as slots free up (continuous batching's
+       usual step);
     3. long prompts (``max_context``) prefilled in chunks of ``max_chunk`` tokens beside a
        decoding batch: chunks that start deep in a prompt, mixed with decode rows.
     """
     half = max(max_context // 2, 2)
     ramp = [Request(0.0, 16, int(o)) for o in np.linspace(2, half, max_batch)]
-    sizes = sorted({int(c) for c in np.geomspace(8, max(max_chunk, 8), 6)})
-    prefills = [Request(0.0, c, 2) for c in sizes]
+    n = max(max_batch, 2)
+    rng = np.random.default_rng(0)
+    prompts = rng.permutation(np.geomspace(16, max(max_chunk, 16), n).astype(int))
+    outs = rng.permutation(np.linspace(2, max(max_context // 4, 2), n).astype(int))
+    steady = [Request(0.0, int(p), int(o)) for p, o in zip(prompts, outs)]
     long_len = max(max_context - 8, 2)
     budget = max(max_chunk, max_batch)
     mixed = [Request(0.0, 16, 48) for _ in range(max(max_batch // 2, 1))] + \
             [Request(0.0, long_len, 4) for _ in range(2)]
     cap = max_batch * (max_context + 64)
     return [(ramp, dict(max_batch=max_batch, kv_capacity_tokens=cap)),
-            (prefills, dict(max_batch=1, kv_capacity_tokens=cap)),
+            (steady, dict(max_batch=max(max_batch // 2, 1), kv_capacity_tokens=cap)),
             (mixed, dict(max_batch=max_batch, kv_capacity_tokens=cap, max_batched_tokens=budget))]
 
 
 def calibrate(engine: Engine, *, max_batch: int, max_context: int, max_chunk: int, block_size: int = 16,
-              progress=None) -> Calibration:
+              progress=None, clock=time.perf_counter) -> Calibration:
     """Run :func:`warmup_runs` on ``engine`` and fit a step-time model to every step measured.
 
     ``max_batch``, ``max_context`` (tokens) and ``max_chunk`` (prefill tokens in one step)
     should cover the workload to be predicted. A short untimed run first absorbs one-off
     costs (allocation, kernel selection). The fit weighs each step by the inverse of its time
     (:func:`servelib.sim.fit_step_time`). ``progress``, if given, receives a line of text per
-    run. Raises ValueError for bad sizes.
+    run. ``clock``: as in :meth:`Engine.run`. Raises ValueError for bad sizes.
     """
     runs = warmup_runs(_check.positive_int("max_batch", max_batch), _check.positive_int("max_context", max_context),
                        _check.positive_int("max_chunk", max_chunk))
@@ -89,7 +95,7 @@ def calibrate(engine: Engine, *, max_batch: int, max_context: int, max_chunk: in
     engine.run([Request(0.0, 16, 8)] * 4, max_batch=4, block_size=block_size)
     steps, secs = [], []
     for k, (reqs, kw) in enumerate(runs):
-        run = engine.run(reqs, block_size=block_size, **kw)
+        run = engine.run(reqs, block_size=block_size, clock=clock, **kw)
         steps += run.steps
         secs += run.result.trace.step_s.tolist()
         if progress:
@@ -110,7 +116,7 @@ def predict(requests, model: StepTimeModel, **run_kwargs):
     """
     kw = dict(run_kwargs)
     offline = kw.pop("offline", False)
-    for name in ("skip_idle", "record_logits", "progress"):
+    for name in ("skip_idle", "record_logits", "progress", "clock"):
         kw.pop(name, None)
     reqs = list(requests)
     if offline:

@@ -131,7 +131,7 @@ class Engine:
             block_size: int = 16, admission: str = "final", preemption: str | None = None,
             max_batched_tokens: int | None = None, reserve_max: bool = False, offline: bool = False,
             skip_idle: bool = True, reject_oversized: bool = True, record_logits: bool = False,
-            progress: bool = False) -> EngineRun:
+            progress: bool = False, clock=time.perf_counter) -> EngineRun:
         """Serve ``requests`` (a sequence of :class:`servelib.sim.Request`); return an :class:`EngineRun`.
 
         Scheduling arguments are those of :func:`servelib.sim.simulate` (``policy``,
@@ -149,6 +149,10 @@ class Engine:
         real time) or the engine sleeps until it (``skip_idle=False``). ``record_logits``
         keeps every generated token's logits (memory grows with the run: tests only).
         ``progress`` shows a progress bar of tokens generated on stderr once a run lasts 2 s.
+        ``clock``: the function read for the time, in seconds (default the wall clock,
+        ``time.perf_counter``). ``time.thread_time`` counts only the time this thread ran: on
+        a CPU shared with other work, and with one torch thread, it takes that other work out
+        of a measurement (a diagnostic; latency is wall-clock time).
         """
         reqs = check_requests(requests)
         if offline:
@@ -177,6 +181,8 @@ class Engine:
                         ("progress", progress)):
             if not isinstance(v, bool):
                 raise TypeError(f"{name} must be True or False, got {v!r}")
+        if not callable(clock):
+            raise TypeError(f"clock must be a function returning seconds, such as time.perf_counter, got {clock!r}")
         budget = token_budget(max_batched_tokens, max_batch)
         cache = self.cache(cap, block_size)
         cap = cache.n_blocks * block_size
@@ -193,7 +199,7 @@ class Engine:
             from tqdm import tqdm
             bar = tqdm(total=sum(r.output_len for r in reqs), unit="tok", delay=2, file=sys.stderr,
                        desc=f"engine ({policy})", leave=False)
-        t0 = last = time.perf_counter()
+        t0 = last = clock()
         steps = []
         while True:
             step = sched.next_step()
@@ -202,13 +208,13 @@ class Engine:
                     break
                 if not skip_idle:
                     time.sleep(max(0.0, sched.next_arrival_s - sched.t))
-                    now = time.perf_counter()
+                    now = clock()
                     sched.wait_until(sched.t + (now - last))
                 sched.wait_until(sched.next_arrival_s)
-                last = time.perf_counter()
+                last = clock()
                 continue
             produced = ex.run_step(step)
-            now = time.perf_counter()
+            now = clock()
             sched.end_step(now - last)
             last = now
             steps.append(step)
@@ -217,7 +223,7 @@ class Engine:
                 bar.update(produced)
         if bar is not None:
             bar.close()
-        wall = time.perf_counter() - t0
+        wall = clock() - t0
         return EngineRun(result(sched, policy), steps, [s.tokens[r.prompt_len:] for s, r in zip(ex.seqs, reqs)],
                          ex.logits, ex.oom_errors, config, self.device, wall)
 
@@ -324,7 +330,8 @@ class _Executor:
             single_tables=torch.tensor(tables, dtype=long, device=dev) if single else None,
             single_lens=torch.tensor(lens, dtype=long, device=dev) if single else None,
             chunks=[(r, c, s, torch.tensor(t, dtype=long, device=dev)) for r, c, s, t in chunks],
-            logit_rows=torch.tensor(logit_rows, dtype=long, device=dev))
+            logit_rows=torch.tensor(logit_rows, dtype=long, device=dev),
+            single_max_len=max(lens, default=0), single_uniform=min(lens, default=0) == max(lens, default=0))
         logits = self.decoder.forward(batch)
         nxt = logits.argmax(-1).tolist()              # waits for the device: the step is done
         owners = list(self.dec) + completing

@@ -60,7 +60,8 @@ class Batch:
 
     Rows are tokens. The first ``n_single`` rows are one token per sequence (decode rows, and
     the padding rows of a static batch), attending to ``single_lens[r]`` keys through the block
-    table ``single_tables[r]`` (padded to the longest). Then come prefill chunks: ``chunks``
+    table ``single_tables[r]`` (padded to the longest); ``single_max_len`` is the longest and
+    ``single_uniform`` says whether every row has that length. Then come prefill chunks: ``chunks``
     lists ``(first row, tokens, first position, block table)``. ``ids``: token ids ``(T,)``;
     ``slots``: the cache slot each row's K and V are written to ``(T,)``; ``logit_rows``: rows
     whose next-token logits are wanted ``(R,)``.
@@ -73,6 +74,8 @@ class Batch:
     single_lens: torch.Tensor | None
     chunks: list
     logit_rows: torch.Tensor
+    single_max_len: int = 0
+    single_uniform: bool = True
 
 
 class PagedDecoder:
@@ -94,8 +97,8 @@ class PagedDecoder:
         # Masks depend on the step, not the layer: built once. Decode rows mask the padding
         # beyond their own length; a chunk after earlier chunks masks keys beyond each query.
         pad = None
-        if ns:
-            pad = torch.arange(b.single_tables.shape[1] * cache.block_size, device=b.ids.device) >= b.single_lens[:, None]
+        if ns and not b.single_uniform:
+            pad = torch.arange(b.single_max_len, device=b.ids.device) >= b.single_lens[:, None]
         chunk_masks = [None if start == 0 else
                        torch.arange(start + n, device=b.ids.device)[None, :]
                        <= torch.arange(start, start + n, device=b.ids.device)[:, None]
@@ -109,12 +112,13 @@ class PagedDecoder:
             k_cache.index_copy_(0, b.slots, qkv[:, h:h + hkv])
             v_cache.index_copy_(0, b.slots, qkv[:, h + hkv:])
             if ns == t:       # decode rows only: no chunk to place beside them
-                att = _single_token_attention(q, k_cache, v_cache, b.single_tables, pad, cache.block_size)
+                att = _single_token_attention(q, k_cache, v_cache, b.single_tables, b.single_max_len, pad,
+                                              cache.block_size)
             else:
                 att = torch.empty_like(q)
                 if ns:
-                    att[:ns] = _single_token_attention(q[:ns], k_cache, v_cache, b.single_tables, pad,
-                                                       cache.block_size)
+                    att[:ns] = _single_token_attention(q[:ns], k_cache, v_cache, b.single_tables,
+                                                       b.single_max_len, pad, cache.block_size)
                 for (row, n, start, table), mask in zip(b.chunks, chunk_masks):
                     att[row:row + n] = _chunk_attention(q[row:row + n], k_cache, v_cache, table, start, mask,
                                                         cache.block_size)
@@ -133,20 +137,23 @@ def _gather(cache: torch.Tensor, tables: torch.Tensor, block_size: int) -> torch
     return blocks.view(rows, nb * block_size, *cache.shape[1:])
 
 
-def _single_token_attention(q, k_cache, v_cache, tables, pad, block_size):
+def _single_token_attention(q, k_cache, v_cache, tables, max_len, pad, block_size):
     """GQA attention of one query per row ``q`` ``(B, heads, d)`` over each row's own keys.
 
-    Keys and values are gathered block by block through the tables (padded to the longest
-    row; ``pad`` ``(B, L)`` is True beyond a row's length), then two batched matrix products,
-    as the toy decoder's decode step does: each KV head serves its group of query heads.
+    Keys and values are gathered block by block through the tables, cut to the longest row
+    (``max_len`` keys); ``pad`` ``(B, max_len)`` is True beyond a shorter row's length (None
+    when all rows are as long). Then two batched matrix products, as the toy decoder's decode
+    step does: each KV head serves its group of query heads.
     """
     bsz, h, d = q.shape
-    k = _gather(k_cache, tables, block_size)              # (B, L, kv_heads, d)
-    v = _gather(v_cache, tables, block_size)
+    k = _gather(k_cache, tables, block_size)[:, :max_len]              # (B, L, kv_heads, d)
+    v = _gather(v_cache, tables, block_size)[:, :max_len]
     hkv = k.shape[2]
     qg = q.view(bsz, hkv, h // hkv, d)
     scores = torch.matmul(qg, k.permute(0, 2, 3, 1)) / math.sqrt(d)       # (B, kv_heads, group, L)
-    scores = scores.float().masked_fill(pad[:, None, None, :], -math.inf)
+    scores = scores.float()
+    if pad is not None:
+        scores = scores.masked_fill(pad[:, None, None, :], -math.inf)
     out = torch.matmul(torch.softmax(scores, dim=-1).to(v.dtype), v.transpose(1, 2))   # (B, kv_heads, group, d)
     return out.reshape(bsz, h, d)
 
