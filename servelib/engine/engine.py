@@ -24,7 +24,6 @@ accounting says (:class:`servelib.sim.blocks.KVPool`): the two are one cache see
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 import time
 import zlib
@@ -69,28 +68,30 @@ class EngineRun:
 class _Seq:
     """A sequence the engine holds: its tokens (prompt + generated), block table, prefill progress."""
 
-    __slots__ = ("tokens", "table", "done", "shared")
+    __slots__ = ("tokens", "table", "done")
 
-    def __init__(self, tokens, shared):
-        self.tokens, self.table, self.done, self.shared = tokens, [], 0, shared
+    def __init__(self, tokens):
+        self.tokens, self.table, self.done = tokens, [], 0
 
 
 class Engine:
     """A serving engine over a random-weight toy decoder on ``device``.
 
     ``size``: the toy model (:func:`~servelib.engine.model.engine_spec`: 'tiny' for tests,
-    'small' for the chapter), or pass ``model`` (a :class:`servelib.measure.ToyDecoder`).
-    ``device``: a :class:`servelib.measure.DeviceInfo` (default: CUDA, else MPS, else CPU);
-    ``dtype``: 'bf16', 'fp16' or 'fp32' (default: the device's). ``seed`` seeds the weights
-    and the prompts' token ids. Raises ValueError for a bad size or dtype.
+    'small' for the chapter). ``device``: a :class:`servelib.measure.DeviceInfo` (default:
+    CUDA, else MPS, else CPU); ``dtype``: 'bf16', 'fp16' or 'fp32' (default: the device's).
+    Or pass ``model``, a :class:`servelib.measure.ToyDecoder` (the measurement chapters' own,
+    say), which brings its device and dtype. ``seed`` seeds the weights and the prompts'
+    token ids. Raises ValueError for a bad size or dtype.
     """
 
     def __init__(self, size: str = "small", *, device: DeviceInfo | None = None, dtype: str | None = None,
                  seed: int = 0, model: ToyDecoder | None = None):
-        self.device = device or (model.device if model is not None else pick_device())
         if model is None:
-            model = ToyDecoder(engine_spec(self.device.kind, size), self.device, dtype, seed=seed)
+            device = device or pick_device()
+            model = ToyDecoder(engine_spec(device.kind, size), device, dtype, seed=seed)
         self.model = _check.instance("model", model, ToyDecoder)
+        self.device = model.device
         self.dtype, self.seed = model.dtype, _check.non_negative_int("seed", seed)
         self.spec = model.spec
         self._cache = None
@@ -100,12 +101,6 @@ class Engine:
         return (f"{s.name}: {self.model.n_params / 1e6:.1f}M parameters ({s.n_layers} layers, hidden "
                 f"{s.hidden_size}, {s.n_heads} heads / {s.n_kv_heads} KV heads), {self.dtype} on "
                 f"{self.device.kind} ({self.device.name}), {torch.get_num_threads()} threads, torch {torch.__version__}")
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        """Bytes of KV cache one token takes (all layers, K and V)."""
-        s = self.spec
-        return 2 * s.n_layers * s.n_kv_heads * s.head_dim * torch.empty((), dtype=self.model.embed.dtype).element_size()
 
     def cache(self, kv_capacity_tokens: int, block_size: int) -> PagedKVCache:
         """The pool for a run: ``kv_capacity_tokens // block_size`` blocks (kept between runs of the same shape)."""
@@ -239,12 +234,11 @@ class _Executor:
         self.engine, self.reqs, self.cache, self.static, self.reserve = engine, reqs, cache, static, reserve_max
         self.decoder = PagedDecoder(engine.model, cache)
         self.dev = engine.device.kind
-        self.seqs = [None] * len(reqs)
         self.dec, self.pad = {}, {}      # ordered sets of request indices: decoding, static padding rows
         self.logits = [[] for _ in reqs] if record_logits else None
         self.oom_errors = []
         self.sched = None
-        self.seqs = [_Seq(engine.prompt_tokens(i, r), 0) for i, r in enumerate(reqs)]
+        self.seqs = [_Seq(engine.prompt_tokens(i, r)) for i, r in enumerate(reqs)]
 
     # -- observer ---------------------------------------------------------------------------
     def admitted(self, i, ctx):
@@ -258,7 +252,7 @@ class _Executor:
         except OutOfBlocks:
             self.cache.free(table)
             raise
-        seq.table, seq.done, seq.shared = table, 0, shared
+        seq.table, seq.done = table, 0
 
     def decoding(self, i):
         self.dec[i] = None

@@ -2,10 +2,13 @@
 
 ``simulate(requests, ...)`` runs :class:`Request` objects through static or continuous
 batching over a KV budget (contiguous or paged, with admission on the final or the prompt
-length, preemption and chunked prefill) and returns a :class:`SimResult`.
-:mod:`servelib.sim.workloads` makes seeded workloads; :func:`roofline_step_time` turns a
-model and a GPU into the step-time function ``simulate`` takes.
-Introduced in the chapter "Scheduling: continuous batching, admission control and paged KV".
+length, preemption and chunked prefill) and returns a :class:`SimResult`. The decisions of
+each step are made by :class:`Scheduler`, the same class the real engine
+(:mod:`servelib.engine`) drives. :mod:`servelib.sim.workloads` makes seeded workloads;
+:func:`roofline_step_time` turns a model and a GPU into the step-time function ``simulate``
+takes, and :class:`StepTimeModel` (:func:`fit_step_time`) is one fitted to a real engine.
+Introduced in the chapter "Scheduling: continuous batching, admission control and paged KV";
+held to a real engine in "A serving engine you can read".
 """
 from . import workloads
 from .core import Request, SimResult, Trace, simulate

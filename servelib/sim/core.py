@@ -79,7 +79,7 @@ class Trace:
     ``decode``: sequences that decoded a token. ``tokens``: tokens processed (decode tokens
     plus prefill tokens). ``kv_used_tokens``: tokens of KV actually stored (a shared prefix
     once). ``kv_allocated_tokens``: tokens of memory held (reservations, or whole blocks).
-    ``waiting``: requests queued at the start of the step.
+    ``waiting``: requests left in the queue while the step runs (after its admissions).
     """
 
     end_s: np.ndarray

@@ -333,7 +333,6 @@ class Scheduler:
         pool, waiting = self.pool, self.waiting
         while True:
             self.arrive()
-            n_waiting = len(waiting)
             self.step_swap = 0
 
             # Running sequences' growth comes first (vLLM's order, V0 and V1): if it does not
@@ -398,7 +397,7 @@ class Scheduler:
                          tuple(chunks), len(completing), self.step_swap,
                          self.dec_ctx0 + self.n_dec * self.s + self.held_ctx,
                          self.max_context() if self.detail else 0)
-        self._n_waiting = n_waiting
+        self._n_waiting = len(waiting)
         return self.step
 
     def end_step(self, dt: float) -> None:
