@@ -31,14 +31,14 @@ import time
 import numpy as np
 import torch
 
-from servelib.engine import Engine, calibrate, capacity_rps, compare, predict
+from servelib.engine import Engine, calibrate, capacity_rps, compare, predict, step_overhead
 from servelib.engine import workloads as ew
-from servelib.measure import ToyDecoder, pick_device, time_decode, toy_spec
+from servelib.measure import ToyDecoder, pick_device, toy_spec
 from servelib.measure.profile import profile_plan
-from servelib.sim import Request, fit_step_time
+from servelib.sim import fit_step_time
 
 
-def overhead(device, steps: int = 40) -> dict:
+def overhead(device) -> dict:
     """Engine decode iterations vs the bare toy decoder's forward pass, batch 1 and 32."""
     plan = profile_plan(device, quick=True)
     model = ToyDecoder(toy_spec(device, plan["size"]), device)
@@ -46,16 +46,12 @@ def overhead(device, steps: int = 40) -> dict:
     ctx = plan["context_len"]
     out = {"model": model.spec.name, "context_len": ctx}
     for b in (1, 32):
-        bare = time_decode(model, ctx, b).step_s
-        reqs = [Request(0.0, ctx - steps // 2, steps)] * b      # the median decode step sits at ~ctx
-        run = engine.run(reqs, max_batch=b, kv_capacity_tokens=b * (ctx + steps + 16), block_size=16)
-        dec = run.result.trace.step_s[run.result.trace.tokens == b][3:]   # decode steps, warmed
-        eng = float(np.median(dec))
-        out[f"batch{b}"] = dict(bare_step_s=bare, engine_step_s=eng, ratio=eng / bare,
-                                bare_tokens_per_s=b / bare, engine_tokens_per_s=b / eng)
-        print(f"batch {b:>2}, context {ctx}: bare {bare * 1e3:7.2f} ms, engine {eng * 1e3:7.2f} ms/step "
-              f"({eng / bare:.2f}x the bare step; {b / eng:,.0f} vs {b / bare:,.0f} tokens/s = "
-              f"{bare / eng:.0%})")
+        o = step_overhead(engine, b, ctx)
+        out[f"batch{b}"] = dict(bare_step_s=o.bare_s, engine_step_s=o.engine_s, ratio=o.ratio,
+                                bare_tokens_per_s=b / o.bare_s, engine_tokens_per_s=b / o.engine_s)
+        print(f"batch {b:>2}, context {ctx}: bare {o.bare_s * 1e3:7.2f} ms, engine {o.engine_s * 1e3:7.2f} ms/step "
+              f"({o.ratio:.2f}x the bare step, median of back-to-back rounds; tokens/s {1 / o.ratio:.0%} of the bare "
+              f"decoder's)")
     return out
 
 

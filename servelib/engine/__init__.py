@@ -9,10 +9,12 @@ command line. Introduced in the chapter "A serving engine you can read".
 """
 from . import workloads
 from .cache import OutOfBlocks, PagedKVCache
-from .calibrate import COMPARED, Calibration, calibrate, capacity_rps, compare, predict, warmup_runs
+from .calibrate import (COMPARED, Calibration, Overhead, calibrate, capacity_rps, compare, predict, step_overhead,
+                        warmup_runs)
 from .engine import Engine, EngineRun
 from .model import Batch, PagedDecoder, engine_spec
 
 __all__ = ["Engine", "EngineRun", "PagedKVCache", "OutOfBlocks", "PagedDecoder", "Batch", "engine_spec",
            "Calibration", "calibrate", "predict", "warmup_runs", "compare", "capacity_rps", "COMPARED",
+           "Overhead", "step_overhead",
            "workloads"]

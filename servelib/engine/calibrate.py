@@ -157,3 +157,42 @@ def capacity_rps(requests, model: StepTimeModel, **run_kwargs) -> float:
     """Requests per second the replica completes when saturated: the simulator's throughput
     for ``requests`` all queued at once, with ``model``'s step times (:func:`predict`)."""
     return predict(requests, model, **{**run_kwargs, "offline": True}).request_throughput_rps
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """An engine decode step against the bare decoder's forward pass at the same batch and context.
+
+    ``bare_s``: :func:`servelib.measure.time_decode`'s median (one forward pass over a
+    contiguous cache); ``engine_s``: the median decode step of an engine run (a whole
+    iteration: scheduling, block tables, paged forward pass, sampling); ``ratio``: the median
+    over the rounds of engine / bare, each round timing both back to back, so that a machine
+    whose speed drifts affects both alike.
+    """
+
+    batch: int
+    context_len: int
+    bare_s: float
+    engine_s: float
+    ratio: float
+
+
+def step_overhead(engine: Engine, batch: int, context_len: int, *, rounds: int = 5, steps: int = 16) -> Overhead:
+    """Time the engine's decode step against the bare decoder's, ``rounds`` times back to back.
+
+    Each round times the bare step (:func:`servelib.measure.time_decode`) and runs ``batch``
+    requests whose decode steps sit around ``context_len`` tokens of context, keeping the
+    median of their decode steps after the first two. Raises ValueError for bad sizes.
+    """
+    from ..measure import time_decode
+    b = _check.positive_int("batch", batch)
+    ctx = _check.positive_int("context_len", context_len)
+    steps = max(_check.positive_int("steps", steps), 4)
+    bare, eng = [], []
+    reqs = [Request(0.0, max(ctx - steps // 2, 1), steps)] * b
+    for _ in range(_check.positive_int("rounds", rounds)):
+        bare.append(time_decode(engine.model, ctx, b, min_run_time=0.1).step_s)
+        r = engine.run(reqs, max_batch=b, kv_capacity_tokens=b * (ctx + steps + 16)).result
+        eng.append(float(np.median(r.trace.step_s[r.trace.tokens == b][2:])))
+    ratios = [e / s for e, s in zip(eng, bare)]
+    return Overhead(b, ctx, float(np.median(bare)), float(np.median(eng)), float(np.median(ratios)))
