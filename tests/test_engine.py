@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from servelib.engine import Engine, OutOfBlocks, PagedKVCache, calibrate, engine_spec, predict
+from servelib.engine import Engine, OutOfBlocks, PagedKVCache, calibrate, engine_spec, predict, step_overhead
 from servelib.engine import workloads as ew
 from servelib.engine.__main__ import KEYS, main
 from servelib.measure import pick_device
@@ -243,3 +243,9 @@ def test_cli_usage_errors(tmp_path):
     assert e.value.code == 2
     with pytest.raises(SystemExit):
         main(["--workload", "poisson", "--rate", "-1", "--out", str(tmp_path / "r.json")])
+
+
+def test_step_overhead_times_both_sides(fp32):
+    o = step_overhead(fp32, 2, 24, rounds=1, steps=4)
+    assert (o.batch, o.context_len) == (2, 24) and o.bare_s > 0 and o.engine_s > 0
+    assert o.ratio == pytest.approx(o.engine_s / o.bare_s)
