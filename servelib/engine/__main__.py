@@ -53,7 +53,9 @@ def main(argv=None) -> int:
     ap.add_argument("--size", choices=("tiny", "small"), default="small", help="toy model size (default small)")
     ap.add_argument("--device", choices=("cuda", "mps", "cpu"), default=None,
                     help="device (default: CUDA, else MPS, else CPU)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads (default on a CPU: 1, since on a machine shared with other work a "
+                         "second thread waits at every synchronisation for a busy core and step times jump)")
     ap.add_argument("--out", required=True, help="where to write the run as JSON")
     args = ap.parse_args(argv)
     if os.path.isdir(args.out):
@@ -84,8 +86,8 @@ def main(argv=None) -> int:
     from .engine import Engine
     from .workloads import make_workload
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if device.kind == "cpu":
+        torch.set_num_threads(args.threads or 1)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     engine = Engine(args.size, device=device, seed=args.seed)
     say(f"engine: {engine}")
