@@ -601,6 +601,10 @@ glue("held_median", f"{np.median(errors):.0%}");
 # model: other work on the machine, which makes some steps slower than the warm-up's average
 # (the tails, TTFT p99 above all, suffer first), and the machine's speed drifting between
 # the warm-up and the run, which a quiet machine, or a model refitted to the run, removes.
+# Near capacity every error is magnified: at 90% load a stretch of steps a tenth slower than
+# the model puts the replica at capacity for that stretch, a queue builds, and the waiting
+# it causes is far more than a tenth. Predicting latency close to the knee needs a step
+# time right to a few per cent, which is one more reason to plan below it.
 #
 # ## Mistakes, wrong against right
 #
