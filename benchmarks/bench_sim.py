@@ -6,7 +6,8 @@
 tokens (about 2.56 M decode tokens), continuous batching with max_batch=256 and a
 constant 20 ms step. Four variants: unlimited contiguous KV; a paged cache of 16-token
 blocks (256 x 1,024 tokens); and over-commit on a tighter 150,000-token paged cache, with
-recompute preemption and with swap preemption. Prints the median wall time of the repeats (the machine may
+recompute preemption and with swap preemption (each token copied costs Llama-3-8B's KV bytes
+over PCIe 5.0). Prints the median wall time of the repeats (the machine may
 be shared: take medians, not minima or single runs).
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ import argparse
 import statistics
 import time
 
-from servelib.sim import simulate, workloads
+from servelib.models import get_model
+from servelib.sim import simulate, swap_s_per_token, workloads
 
 VARIANTS = {
     "contiguous, no KV limit": {},
@@ -23,7 +25,7 @@ VARIANTS = {
     "paged + recompute preemption": dict(block_size=16, kv_capacity_tokens=150_000, admission="prompt",
                                          preemption="recompute"),
     "paged + swap preemption": dict(block_size=16, kv_capacity_tokens=150_000, admission="prompt",
-                                    preemption="swap"),
+                                    preemption="swap", swap_s_per_token=swap_s_per_token(get_model("llama-3-8b"))),
 }
 
 

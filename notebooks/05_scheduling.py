@@ -356,8 +356,12 @@ print(f"wrong (queue):  {wrong.n_completed} completed, {wrong.n_starved} waiting
 assert (right.n_rejected, right.n_completed, wrong.n_starved) == (1, 40, 41)
 
 # %% [markdown]
-# vLLM does the same: a prompt longer than the cache can hold is marked as ignored with a
-# warning rather than scheduled.
+# vLLM turns such requests away too, in a way that depends on its version. Its V0 engine
+# (the default until vLLM 0.8) marked a prompt that the cache could never hold as ignored,
+# with a warning, instead of scheduling it. Its V1 engine (the default since 0.8, the only
+# one since 0.11) checks at start-up that one sequence of the maximum model length fits in
+# the KV cache, refusing to start otherwise, and rejects any request longer than that
+# length with an error when it arrives {cite}`vllm_v1_guide`.
 #
 # ## Paged KV: memory that grows with the sequence
 #
@@ -485,29 +489,49 @@ glue("prefix_gain", f"{prefix_gain:.1f}x")
 # a step needs more blocks than are free, and the scheduler evicts the most recently
 # admitted sequence: either it drops its blocks and later *recomputes* them with one prefill
 # of prompt plus generated tokens, or it *swaps* them to host memory and copies them back.
-# Either way the victim waits; nobody dies. Shrink the cache and count the cost:
+# Either way the victim waits; nobody dies.
+#
+# Which of the two a real engine uses depends on its version. vLLM's V0 engine (the default
+# until vLLM 0.8) offered both, recomputing by default and swapping when a request sampled
+# several sequences at once. Its V1 engine, the default since 0.8 {cite}`vllm_v1_guide` and
+# the only engine since 0.11, preempts by recompute only: its authors found recomputation
+# cheaper in that design {cite}`vllm_optimization`. A swap is not free: every token's KV
+# crosses the host link twice, out and back. The simulator charges it by default from the
+# step-time model: `roofline_step_time` carries the model's KV bytes per token over a
+# PCIe 5.0 x16 link, 64 GB/s in each direction ({glue:text}`swap_us` per token for
+# Llama-3-8B). Shrink the cache and count the cost:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"{'KV cache':>9}{'mode':>11}{'done':>6}{'killed':>8}{'preempted':>10}{'recomputed':>12}{'swapped':>9}"
-      f"{'steps out':>10}")
+      f"{'swap s':>8}{'steps out':>10}")
 for cap in (60_000, 30_000):
     for mode in (None, "recompute", "swap"):
         r = simulate(chat_reqs, max_batch=256, kv_capacity_tokens=cap, block_size=16, admission="prompt",
                      preemption=mode, step_time_s=step)
+        swap_s = r.swapped_tokens * step.swap_s_per_token
         print(f"{cap:>9,}{str(mode):>11}{r.n_completed:>6}{r.n_oom_killed:>8}{r.n_preempted:>10}"
-              f"{r.recomputed_tokens:>12,}{r.swapped_tokens:>9,}{r.preempted_steps:>10,}")
+              f"{r.recomputed_tokens:>12,}{r.swapped_tokens:>9,}{swap_s:>8.2f}{r.preempted_steps:>10,}")
         if mode is None:
             assert r.n_oom_killed > 0
         else:
             assert r.n_oom_killed == 0 and r.n_completed == n_chat
+        if mode == "swap":   # the copies are charged: the same run with free copies ends sooner
+            free = simulate(chat_reqs, max_batch=256, kv_capacity_tokens=cap, block_size=16, admission="prompt",
+                            preemption=mode, step_time_s=step, swap_s_per_token=0.0)
+            assert swap_s > 0 and r.makespan_s > free.makespan_s
+assert round(step.swap_s_per_token * 1e6, 2) == 2.05
+
+# %% tags=["remove-cell"]
+glue("swap_us", f"{step.swap_s_per_token * 1e6:.2f} µs")
 
 # %% [markdown]
 # Without preemption, over-commit is the 3 a.m. story again: batches die. With it, the cost
-# is visible and bounded: tokens recomputed (GPU time) or tokens copied over PCIe (transfer
-# time, charged with `swap_s_per_token`), plus the steps each victim spent waiting. Halving
-# the cache multiplies the preemptions; past some point a replica spends more time redoing
-# work than doing it, and the cure is a bigger budget, not a cleverer scheduler.
+# is visible and bounded: tokens recomputed (GPU time) or tokens copied over PCIe (the
+# seconds of transfer in the table, added to the steps that made the copies), plus the
+# steps each victim spent waiting. Halving the cache multiplies the preemptions; past some
+# point a replica spends more time redoing work than doing it, and the cure is a bigger
+# budget, not a cleverer scheduler.
 #
 # ## Chunked prefill: a long prompt during decode
 #
@@ -516,7 +540,9 @@ for cap in (60_000, 30_000):
 # one step from the usual {glue:text}`chunk_itl_p50` (the median gap between tokens) to
 # {glue:text}`chunk_spike_none`.
 # {term}`Chunked prefill` {cite}`agrawal2024sarathi` caps the tokens per step (`max_batched_tokens`),
-# serves decode tokens first and splits the prompt over several steps. Below: chat traffic
+# serves decode tokens first and splits the prompt over several steps. In vLLM's V1 engine it
+# is always on, with the cap called `max_num_batched_tokens`; in V0 it was an option
+# {cite}`vllm_optimization`. Below: chat traffic
 # (500 requests at 30 per second, 512-token prompts) with eight 16k-token documents arriving
 # once a second; {term}`TTFT` of the documents and {term}`ITL` of every decode token.
 

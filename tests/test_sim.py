@@ -70,7 +70,7 @@ def test_preemption_hand_case(preemption, recomputed, swapped):
     # r0 to finish, and comes back for its last 8 tokens.
     two = [Request(0, 10, 10), Request(0, 10, 10)]
     r = simulate(two, max_batch=2, kv_capacity_tokens=30, admission="prompt", block_size=4,
-                 preemption=preemption, step_time_s=1.0)
+                 preemption=preemption, step_time_s=1.0, swap_s_per_token=0.0)
     assert list(r.latency_s) == [10, 18] and r.n_preempted == 1 and r.preempted_steps == 8
     assert (r.recomputed_tokens, r.swapped_tokens) == (recomputed, swapped)
     assert r.trace.kv_allocated_tokens.max() <= 28

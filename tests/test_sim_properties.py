@@ -52,7 +52,8 @@ def test_static_never_beats_continuous_on_makespan(reqs, max_batch, cap):
 def test_preemption_completes_everyone_safely(reqs, max_batch, cap, block, mode, chunk):
     max_batched = None if chunk is None else max(chunk, max_batch)
     r = simulate(reqs, max_batch=max_batch, kv_capacity_tokens=cap, block_size=block,
-                 admission="prompt", preemption=mode, max_batched_tokens=max_batched, **common)
+                 admission="prompt", preemption=mode, max_batched_tokens=max_batched, swap_s_per_token=0.0,
+                 **common)
     # Over-commit with preemption never kills anything: every request that fits completes.
     assert r.n_oom_killed == 0
     assert r.n_completed + r.n_rejected == len(reqs)

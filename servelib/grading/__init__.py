@@ -16,6 +16,7 @@ from . import scheduling  # noqa: F401  (registers the scheduling chapter's exer
 from . import quantization  # noqa: F401  (registers the quantization chapter's exercises)
 from . import speculative  # noqa: F401  (registers the speculative-decoding chapter's exercises)
 from . import disagg  # noqa: F401  (registers the disaggregated prefill and decode chapter's exercises)
+from . import engine  # noqa: F401  (registers the engine chapter's exercises)
 from .check import check
 from .registry import REGISTRY, Exercise, exercise
 

@@ -2,13 +2,20 @@
 
 ``simulate(requests, ...)`` runs :class:`Request` objects through static or continuous
 batching over a KV budget (contiguous or paged, with admission on the final or the prompt
-length, preemption and chunked prefill) and returns a :class:`SimResult`.
-:mod:`servelib.sim.workloads` makes seeded workloads; :func:`roofline_step_time` turns a
-model and a GPU into the step-time function ``simulate`` takes.
-Introduced in the chapter "Scheduling: continuous batching, admission control and paged KV".
+length, preemption and chunked prefill) and returns a :class:`SimResult`. The decisions of
+each step are made by :class:`Scheduler`, the same class the real engine
+(:mod:`servelib.engine`) drives. :mod:`servelib.sim.workloads` makes seeded workloads;
+:func:`roofline_step_time` turns a model and a GPU into the step-time function ``simulate``
+takes, and :class:`StepTimeModel` (:func:`fit_step_time`) is one fitted to a real engine.
+Introduced in the chapter "Scheduling: continuous batching, admission control and paged KV";
+held to a real engine in "A serving engine you can read".
 """
 from . import workloads
 from .core import Request, SimResult, Trace, simulate
-from .steptime import roofline_step_time
+from .scheduler import Scheduler, Step
+from .steptime import (PCIE_GEN5_X16_Bps, STEP_TERMS, StepTimeModel, fit_step_time, roofline_step_time,
+                       swap_s_per_token)
 
-__all__ = ["Request", "SimResult", "Trace", "simulate", "roofline_step_time", "workloads"]
+__all__ = ["Request", "SimResult", "Trace", "simulate", "roofline_step_time", "swap_s_per_token",
+           "PCIE_GEN5_X16_Bps", "Scheduler", "Step", "StepTimeModel", "fit_step_time", "STEP_TERMS",
+           "workloads"]

@@ -12,6 +12,9 @@ Memory is counted in *units*: one token for a contiguous cache, one block of
   on demand when its last one is full; with final admission the scheduler still *commits*
   the blocks of the final length, with prompt admission it commits only what is allocated
   (over-commit). The full blocks of a shared prefix are held once, reference-counted.
+* Paged with ``reserve=True`` (final admission): each sequence takes the blocks of its
+  final length when admitted, as a contiguous cache reserves its slab; the engine uses it
+  to measure what that reservation holds.
 
 The growth of all decoding sequences in a step is found in O(1): a sequence that held
 ``o`` own tokens at the end of step ``s0`` needs a new unit at step ``s`` exactly when
@@ -36,10 +39,13 @@ class KVPool:
     ``capacity_tokens``: the budget in tokens (None: unlimited); paged pools hold
     ``capacity_tokens // block_size`` blocks. ``block_size``: tokens per block (None:
     contiguous). ``admission``: ``"final"`` or ``"prompt"`` (see the module docstring).
-    Mutable bookkeeping for :func:`servelib.sim.simulate`; not part of the public API.
+    ``reserve``: allocate the final length at admission (default: only for a contiguous
+    cache with final admission; True needs final admission). Mutable bookkeeping for
+    :class:`servelib.sim.scheduler.Scheduler`, whose executors read ``alloc`` (units held),
+    ``used_tokens`` and ``unit``.
     """
 
-    def __init__(self, capacity_tokens, block_size, admission):
+    def __init__(self, capacity_tokens, block_size, admission, reserve=None):
         self.paged = block_size is not None
         self.unit = _check.positive_int("block_size", block_size) if self.paged else 1
         if self.unit > MAX_BLOCK_SIZE:
@@ -55,8 +61,11 @@ class KVPool:
             self.cap = cap_tok // self.unit
             self.capacity_tokens = cap_tok
         self.final = admission == "final"
-        # Contiguous final reservations never grow; every other mode allocates on demand.
-        self.grows = self.paged or not self.final
+        # Reservations of the final length never grow; every other mode allocates on demand.
+        self.reserve = (self.final and not self.paged) if reserve is None else bool(reserve)
+        if self.reserve and not self.final:
+            raise ValueError("reserve=True reserves the final length: it needs admission='final'")
+        self.grows = not self.reserve
         self.peak_alloc = self.peak_used = 0   # over the whole run, kills included
         self.reset()
 
@@ -97,7 +106,7 @@ class KVPool:
         """Admit a sequence that will prefill ``own_ctx`` tokens and produce one: True if it fits."""
         p = self._prefix_need(shared, pfx)
         if self.final:
-            c = (own_final if not self.paged else self.units(own_final)) + p
+            c = self.units(own_final) + p
             if self.commit + c > self.cap:
                 return False
             self.commit += c
@@ -126,9 +135,9 @@ class KVPool:
 
     def free(self, own_now, own_final, shared, pfx):
         """Release a sequence holding ``own_now`` own tokens (final length ``own_final``)."""
-        if self.final and not self.paged:
-            self.alloc -= own_final
-            self.commit -= own_final
+        if self.reserve:
+            self.alloc -= self.units(own_final)
+            self.commit -= self.units(own_final)
         else:
             self.alloc -= self.units(own_now)
             if self.final:
