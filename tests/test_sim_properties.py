@@ -81,3 +81,13 @@ def test_prompt_admission_without_preemption_accounts_for_everyone(reqs, max_bat
     assert r.n_completed + r.n_rejected + r.n_oom_killed == len(reqs)
     assert np.all(r.trace.kv_allocated_tokens <= cap)
     assert (r.n_oom_killed > 0) == (r.n_oom_events > 0)
+
+
+def test_recompute_prefill_preempted_midway_is_counted_once():
+    # Found by the property above: a request preempted while re-prefilling after an earlier
+    # recompute preemption had its processed tokens counted twice.
+    reqs = [Request(0.0, 1, 22, 22), Request(0.0, 1, 20, 20), Request(1.0, 8, 23, 25), Request(8.0, 39, 6, 27)]
+    r = simulate(reqs, max_batch=6, kv_capacity_tokens=94, block_size=1, admission="prompt",
+                 preemption="recompute", max_batched_tokens=34, **common)
+    assert r.n_completed == 4 and r.n_preempted >= 2
+    assert (r.trace.tokens - r.trace.decode).sum() == sum(q.prompt_len for q in reqs) + r.recomputed_tokens

@@ -270,7 +270,13 @@ class Scheduler:
         was_prefill = self.st[i] == PREFILL
         if was_prefill:
             self.prefilling.remove(i)
-            self.recomputed += self.prompt[i] + self.g[i] - self.rem[i]
+            # The work done on this prefill is thrown away. A first prefill (nothing generated
+            # yet) counts it now; a recompute prefill counted its whole context on admission,
+            # so only the part it never reached comes off.
+            if self.g[i]:
+                self.recomputed -= self.rem[i]
+            else:
+                self.recomputed += self.prompt[i] - self.rem[i]
         self.release(i)
         self.n_pre += 1
         self.left_at[i] = self.s
