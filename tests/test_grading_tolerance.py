@@ -175,9 +175,9 @@ HAND = {
     "pd-5": lambda t: (2 * t(t["model"].n_layers) * t(t["model"].n_heads) * t(t["model"].head_dim)
                        * t(t.v["prompt_len"]) * (t.v["prompt_len"] + 1))
     / (2 * t(t["model"].billions) * 1e9 * t.v["prompt_len"]),
-    "pd-6": lambda t: (_ttft(CHAPTER["p8b"], CHAPTER["kv8b"], t(t.v["prompt_len"]), t(t["gpu"].bf16_tflops) * 1e12,
+    "pd-6": lambda t: (_ttft(*_llama8(t), t(t.v["prompt_len"]), t(t["gpu"].bf16_tflops) * 1e12,
                              t(t["gpu"].gb_per_s) * 1e9)
-                       + t(t.v["output_len"] - 1) * _tpot(CHAPTER["p8b"], CHAPTER["kv8b"] * t(t.v["prompt_len"]
+                       + t(t.v["output_len"] - 1) * _tpot(_llama8(t)[0], _llama8(t)[1] * t(t.v["prompt_len"]
                                                           + t.v["output_len"]), 1, t(t["gpu"].bf16_tflops) * 1e12,
                                                           t(t["gpu"].gb_per_s) * 1e9)),
     "rl-1": lambda t: t(t["gpu"].bf16_tflops) * 1e12 / (t(t["gpu"].gb_per_s) * 1e9),

@@ -56,8 +56,8 @@ def _attention_share(model="llama-3-8b", prompt_len=8192):
 
 
 def _pd6_text(gpu, prompt_len, output_len):
-    return (f"**pd-6.** A chatbot serves Llama-3-8B on one {gpu} ({gpu.gb_per_s} GB/s, {gpu.bf16_tflops} "
-            f"dense bf16 TFLOP/s) at batch 1. A {prompt_len:,}-token prompt gets a {output_len:,}-token "
+    return (f"**pd-6.** A chatbot serves Llama-3-8B (8.03 billion parameters, 128 KiB of KV cache per "
+            f"token) on one {gpu} ({gpu.gb_per_s} GB/s, {gpu.bf16_tflops} dense bf16 TFLOP/s) at batch 1. A {prompt_len:,}-token prompt gets a {output_len:,}-token "
             f"answer. Predict the end-to-end latency in seconds: TTFT plus {output_len - 1:,} decode steps, "
             f"each taken at the final context of {prompt_len + output_len:,} tokens (a slight overestimate).")
 
