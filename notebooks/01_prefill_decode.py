@@ -68,17 +68,18 @@ import pathlib
 from servelib import plots
 from servelib.book import glue, table
 from servelib.grading import check
-from servelib.measure import describe, load_profiles, measure_profile, profile_label
 from servelib.hardware import get_gpu
+from servelib.measure import describe, load_profiles, measure_profile
 from servelib.memory import weight_bytes
 from servelib.models import get_model
-from servelib.published import GPT_FAST_A100_PEAK_BANDWIDTH_BPS, GPT_FAST_SOURCE, published_decode
-from servelib.roofline import (max_decode_batch, predict_tpot_s, predict_ttft_s, prefill_attention_flops,
-                               prefill_flops)
+from servelib.published import (GPT_FAST_A100_PEAK_BANDWIDTH_BPS, GPT_FAST_SOURCE,
+                                published_decode)
+from servelib.roofline import (max_decode_batch, predict_tpot_s, predict_ttft_s,
+                               prefill_attention_flops, prefill_flops)
 from servelib.units import fmt_bytes
 
 plots.apply_style()
-DATA = pathlib.Path("../book/data")   # profiles committed with the book (python -m servelib.measure)
+DATA = pathlib.Path("../book/data")   # profiles made by python -m servelib.measure
 
 # %% [markdown]
 # ## Two phases of one request
@@ -207,29 +208,37 @@ glue("h100_tpot_8b", f"{predict_tpot_s(llama8, 'h100-sxm', 1, 4096) * 1e3:.1f} m
 # %%
 # NBVAL_CHECK_OUTPUT
 a100 = get_gpu("a100-80gb")
-a100_330w = dataclasses.replace(a100, name="a100-80gb at 330 W", hbm_bandwidth_Bps=GPT_FAST_A100_PEAK_BANDWIDTH_BPS)
+a100_330w = dataclasses.replace(a100, name="a100-80gb at 330 W",
+                                hbm_bandwidth_Bps=GPT_FAST_A100_PEAK_BANDWIDTH_BPS)
 print(f"published: {GPT_FAST_SOURCE}")
-print(f"{'model':<12}{'predicted, datasheet':>22}{'predicted, 1,700 GB/s':>23}{'published':>11}{'ratio':>7}")
+rows, pub, too_big = [], {}, []
 for r in published_decode(weights="bf16", tp_degree=1):
     if r.gpu_preset != "a100-80gb":
         continue
     m = get_model(r.model)
-    if r.tokens_per_s is None:      # out of memory in the source, and in servelib's arithmetic too
+    if r.tokens_per_s is None:      # out of memory in the source, and in servelib too
         assert max_decode_batch(m, a100, 5) == 0
-        print(f"{r.model:<12}  does not fit one card: {fmt_bytes(weight_bytes(m))} of bf16 weights")
+        too_big.append(m)
         continue
-    sheet, at_330w = predict_tpot_s(m, a100, 1, 5), predict_tpot_s(m, a100_330w, 1, 5)
-    print(f"{r.model:<12}{sheet * 1e3:>19.2f} ms{at_330w * 1e3:>20.2f} ms{r.tpot_s * 1e3:>8.2f} ms"
-          f"{r.tpot_s / at_330w:>7.2f}")
-    b7 = r
-pub_ratio = b7.tpot_s / predict_tpot_s(get_model("llama-2-7b"), a100_330w, 1, 5)
-achieved = b7.tokens_per_s * weight_bytes(get_model("llama-2-7b"))
-print(f"Llama-2-7B: {b7.tokens_per_s} tokens/s x {weight_bytes(get_model('llama-2-7b')) / 1e9:.1f} GB of weights "
-      f"= {achieved / 1e9:,.0f} GB/s read (the source's own column: {b7.bandwidth_GBps:,.0f} GB/s)")
-assert round(pub_ratio, 2) == 1.20 and round(achieved / 1e9) == 1414
-assert abs(achieved / 1e9 / b7.bandwidth_GBps - 1) < 0.02      # servelib's parameter count vs the source's
+    sheet, at_330w = (predict_tpot_s(m, g, 1, 5) for g in (a100, a100_330w))
+    rows.append((r.model, sheet * 1e3, at_330w * 1e3, r.tpot_s * 1e3,
+                 r.tpot_s / at_330w))
+    pub[r.model] = r
+print(table(rows, ["model", "datasheet (ms)", "at 1,700 GB/s (ms)", "published (ms)",
+                   "published/predicted"], ["", ".2f", ".2f", ".2f", ".2f"]))
+for m in too_big:
+    print(f"{m.name}: {fmt_bytes(weight_bytes(m))} of bf16 weights, more than a card")
+b7, w7 = pub["llama-2-7b"], weight_bytes(get_model("llama-2-7b"))
+achieved = b7.tokens_per_s * w7            # one read of the weights per token
+print(f"Llama-2-7B: {b7.tokens_per_s} tokens/s x {w7 / 1e9:.1f} GB of weights = "
+      f"{achieved / 1e9:,.0f} GB/s read")
+print(f"(the source's own bandwidth column: {b7.bandwidth_GBps:,.0f} GB/s)")
+# servelib's parameter count and the source's agree to 2%:
+assert abs(achieved / 1e9 / b7.bandwidth_GBps - 1) < 0.02
 
 # %% tags=["remove-cell"]
+pub_ratio = b7.tpot_s / predict_tpot_s(get_model("llama-2-7b"), a100_330w, 1, 5)
+assert round(pub_ratio, 2) == 1.20 and round(achieved / 1e9) == 1414
 glue("pub_tpot_7b", f"{b7.tpot_s * 1e3:.1f} ms")
 glue("pub_ratio_7b", f"{pub_ratio:.2f}")
 glue("pub_achieved_7b", f"{achieved / 1e9:,.0f} GB/s");
@@ -351,67 +360,101 @@ assert wrong > 8 * right
 # `servelib.roofline` with bf16 weights and KV cache (2 bytes each) and the GPU presets of
 # `servelib.hardware`.
 #
-# **pd-1.** Llama-3-8B has 8.03 billion parameters. How many TFLOP ($10^{12}$ FLOPs) does the
-# prefill of a 2,000-token prompt take, attention left out?
+# **pd-1.** Llama-3-8B has 8.03 billion parameters. How many TFLOP ($10^{12}$ FLOPs) does
+# the prefill of a prompt of 2,000 tokens take, attention left out?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = prefill_flops(llama8.n_params, 2000) / 1e12
+P, N = 8.03e9, 2000                        # parameters, prompt tokens
+by_hand = 2 * P * N / 1e12                 # 2PN FLOPs, in TFLOP
+answer = prefill_flops(llama8.n_params, N) / 1e12
+print(f"2 x 8.03e9 x 2,000 = {by_hand:.2f} TFLOP; servelib: {answer:.2f} TFLOP")
 ### END SOLUTION
 check("pd-1", answer)
 
 # %% [markdown]
-# **pd-2.** Predict the TTFT, in milliseconds, of one 4,096-token prompt to Llama-3-8B on
-# an H100 SXM (989.5 dense bf16 TFLOP/s, 3.35 TB/s), with an empty queue.
+# **pd-2.** Predict the TTFT, in milliseconds, of one 4,096-token prompt to Llama-3-8B (8.03
+# billion parameters, 128 KiB of KV cache per token) on an H100 SXM (989.5 dense bf16
+# TFLOP/s, 3.35 TB/s), with an empty queue.
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = predict_ttft_s(llama8, "h100-sxm", 4096) * 1e3
+P, kv, N = 8.03e9, 128 * 1024, 4096        # parameters, KV bytes per token, prompt
+F, B = 989.5e12, 3.35e12                   # FLOP/s, bytes/s
+compute_ms = 2 * P * N / F * 1e3           # 2PN FLOPs
+memory_ms = (2 * P + N * kv) / B * 1e3     # read the weights, write the prompt's KV
+by_hand = max(compute_ms, memory_ms)
+answer = predict_ttft_s(llama8, "h100-sxm", N) * 1e3
+print(f"compute {compute_ms:.1f} ms, memory {memory_ms:.1f} ms: "
+      f"TTFT {by_hand:.1f} ms; servelib: {answer:.1f} ms")
 ### END SOLUTION
 check("pd-2", answer)
 
 # %% [markdown]
-# **pd-3.** Predict the TPOT, in milliseconds, of Llama-3-8B decoding one sequence at a
-# 4,096-token context on an A100 80GB (2,039 GB/s).
+# **pd-3.** Predict the TPOT, in milliseconds, of Llama-3-8B (8.03 billion parameters, 128
+# KiB of KV cache per token) decoding one sequence at a context of 4,096 tokens on an A100
+# 80GB (2,039 GB/s).
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = predict_tpot_s(llama8, "a100-80gb", 1, 4096) * 1e3
+P, kv, c = 8.03e9, 128 * 1024, 4096
+B = 2039e9
+# Batch 1 is memory-bound: each step reads the weights and the sequence's KV once.
+by_hand = (2 * P + c * kv) / B * 1e3
+answer = predict_tpot_s(llama8, "a100-80gb", 1, c) * 1e3
+print(f"({2 * P / 1e9:.2f} GB + {c * kv / 1e9:.2f} GB) / 2,039 GB/s "
+      f"= {by_hand:.2f} ms; servelib: {answer:.2f} ms")
 ### END SOLUTION
 check("pd-3", answer)
 
 # %% [markdown]
-# **pd-4.** On the H100 SXM, how many batch-1 decode steps (context 4,096) take as long as
-# the prefill of that 4,096-token prompt?
+# **pd-4.** For Llama-3-8B (8.03 billion parameters, 128 KiB of KV cache per token) on an
+# H100 SXM (989.5 dense bf16 TFLOP/s, 3.35 TB/s), how many batch-1 decode steps (context
+# 4,096) take as long as the prefill of a prompt of 4,096 tokens?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = (predict_ttft_s(llama8, "h100-sxm", 4096)
-          / predict_tpot_s(llama8, "h100-sxm", 1, 4096))
+P, kv, N = 8.03e9, 128 * 1024, 4096
+F, B = 989.5e12, 3.35e12
+ttft = max(2 * P * N / F, (2 * P + N * kv) / B)     # compute-bound
+tpot = max(2 * P / F, (2 * P + N * kv) / B)         # memory-bound
+by_hand = ttft / tpot
+answer = (predict_ttft_s(llama8, "h100-sxm", N)
+          / predict_tpot_s(llama8, "h100-sxm", 1, N))
+print(f"{ttft * 1e3:.1f} ms / {tpot * 1e3:.2f} ms = {by_hand:.1f} steps; "
+      f"servelib: {answer:.1f}")
 ### END SOLUTION
 check("pd-4", answer)
 
 # %% [markdown]
 # **pd-5.** For Llama-3-8B (8.03 billion parameters, 32 layers, 32 attention heads of size
-# 128), what fraction of the $2PN$ FLOPs does causal attention add for an 8,192-token
-# prompt? Answer as a fraction.
+# 128), what fraction of the $2PN$ FLOPs does causal attention add for a prompt of 8,192
+# tokens? Answer as a fraction.
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = (prefill_attention_flops(llama8, 8192)
-          / prefill_flops(llama8.n_params, 8192))
+P, L, H, d, N = 8.03e9, 32, 32, 128, 8192
+by_hand = 2 * L * H * d * N * (N + 1) / (2 * P * N)      # 2 L H d N(N+1) over 2PN
+answer = prefill_attention_flops(llama8, N) / prefill_flops(llama8.n_params, N)
+print(f"by hand {by_hand:.4f}; servelib: {answer:.4f}")
 ### END SOLUTION
 check("pd-5", answer)
 
 # %% [markdown]
-# **pd-6.** A chatbot serves Llama-3-8B on one L4 (300 GB/s, 121 dense bf16 TFLOP/s) at
-# batch 1. A 512-token prompt gets a 256-token answer. Predict the end-to-end latency in
-# seconds: TTFT plus 255 decode steps, each taken at the final context of 768 tokens (a
-# slight overestimate).
+# **pd-6.** A chatbot serves Llama-3-8B (8.03 billion parameters, 128 KiB of KV cache per
+# token) on one L4 (300 GB/s, 121 dense bf16 TFLOP/s) at batch 1. A 512-token prompt gets a
+# 256-token answer. Predict the end-to-end latency in seconds: TTFT plus 255 decode steps,
+# each taken at the final context of 768 tokens (a slight overestimate).
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
+P, kv, F, B = 8.03e9, 128 * 1024, 121e12, 300e9
+ttft = max(2 * P * 512 / F, (2 * P + 512 * kv) / B)
+tpot = max(2 * P / F, (2 * P + 768 * kv) / B)
+by_hand = ttft + 255 * tpot
 answer = (predict_ttft_s(llama8, "l4", 512)
           + 255 * predict_tpot_s(llama8, "l4", 1, 768))
+print(f"{ttft * 1e3:.0f} ms + 255 x {tpot * 1e3:.1f} ms = {by_hand:.2f} s; "
+      f"servelib: {answer:.2f} s")
 ### END SOLUTION
 check("pd-6", answer)

@@ -62,24 +62,26 @@ from servelib.measure import pick_device
 DEVICE = pick_device()
 print(f"measuring on {DEVICE}")
 
-# %%
+# %% tags=["hide-input"]
 import dataclasses
 import pathlib
 
 from servelib import plots
-from servelib.book import glue
+from servelib.book import glue, table
 from servelib.grading import check
 from servelib.hardware import get_gpu, list_gpus, ridge_point
-from servelib.measure import describe, load_profiles, measure_profile, profile_label
+from servelib.measure import describe, load_profiles, measure_profile
 from servelib.memory import weight_bytes
 from servelib.models import get_model
-from servelib.published import GPT_FAST_A100_PEAK_BANDWIDTH_BPS, GPT_FAST_SOURCE, WEIGHT_BYTES, published_decode
-from servelib.roofline import (arithmetic_intensity, attainable_flops, check_batch_fits, compute_utilization,
-                               decode_intensity, decode_step, decode_tokens_per_s, max_decode_batch, predict_tpot_s)
+from servelib.published import (GPT_FAST_A100_PEAK_BANDWIDTH_BPS, GPT_FAST_SOURCE,
+                                WEIGHT_BYTES, published_decode)
+from servelib.roofline import (arithmetic_intensity, attainable_flops, check_batch_fits,
+                               compute_utilization, decode_intensity, decode_step,
+                               decode_tokens_per_s, max_decode_batch, predict_tpot_s)
 from servelib.units import fmt_bytes
 
 plots.apply_style()
-DATA = pathlib.Path("../book/data")   # profiles committed with the book (python -m servelib.measure)
+DATA = pathlib.Path("../book/data")   # profiles made by python -m servelib.measure
 
 # %% [markdown]
 # ## FLOPs per byte
@@ -104,14 +106,17 @@ llama70 = get_model("llama-3-70b")
 i_decode = decode_intensity(llama70, batch=1, context_len=2048)
 i_weights = decode_intensity(llama70, batch=1, context_len=2048, attention=False)
 print(f"{n}x{n} matmul in bf16: {i_matmul:,.0f} FLOP/byte")
-print(f"{llama70.name} decode, batch 1, 2k context, fp16: {i_decode:.3f} FLOP/byte "
-      f"({i_weights:.3f} counting the weights' FLOPs only)")
-assert round(i_matmul) == 1365 and 0.8 < i_weights <= 1 < i_decode < 1.1
+print(f"{llama70.name} decode, batch 1, 2k context, fp16: {i_decode:.3f} FLOP/byte")
+print(f"  counting the weights' FLOPs only: {i_weights:.3f} FLOP/byte")
+assert 0.8 < i_weights <= 1 < i_decode < 1.1       # about 1, either way
+
+# %% tags=["remove-cell"]
+assert round(i_matmul) == 1365
 
 # %% [markdown]
 # About 1 at batch 1. Counting only the weights' $2P$ FLOPs it is a little under 1, because
 # the KV cache adds bytes to read; attention over that cache adds FLOPs of its own
-# ($4 L H d_{head}$ per token of context, the first chapter's attention term for one new
+# ($4 L H d_\text{head}$ per token of context, the first chapter's attention term for one new
 # token), and at 2k tokens they slightly outweigh the bytes. The book counts both.
 #
 # ## The roofline and the ridge point
@@ -133,18 +138,20 @@ assert round(i_matmul) == 1365 and 0.8 < i_weights <= 1 < i_decode < 1.1
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'GPU':<10}{'dtype':>6}{'TFLOP/s':>9}{'TB/s':>7}{'ridge (FLOP/byte)':>19}")
+rows = []
 for name in list_gpus():
     g = get_gpu(name)
     dt = "bf16" if "bf16" in g.flops else "fp16"
-    print(f"{name:<10}{dt:>6}{g.peak_flops(dt) / 1e12:>9.1f}{g.hbm_bandwidth_Bps / 1e12:>7.2f}"
-          f"{ridge_point(g, dt):>19.0f}")
+    rows.append((name, dt, g.peak_flops(dt) / 1e12, g.hbm_bandwidth_Bps / 1e12,
+                 ridge_point(g, dt)))
+print(table(rows, ["GPU", "dtype", "TFLOP/s", "TB/s", "ridge (FLOP/byte)"],
+            ["", "", ".1f", ".2f", ".0f"]))
 ridge_h100 = ridge_point("h100-sxm", "bf16")
-ridges = [ridge_point(g, "bf16" if "bf16" in get_gpu(g).flops else "fp16") for g in list_gpus()]
-assert round(ridge_h100) == 295
-assert (round(min(ridges)), round(max(ridges))) == (37, 419)     # the H20 to the L40S
+ridges = [row[-1] for row in rows]
 
 # %% tags=["remove-cell"]
+assert round(ridge_h100) == 295
+assert (round(min(ridges)), round(max(ridges))) == (37, 419)     # the H20 to the L40S
 glue("ridge_h100", f"{ridge_h100:.0f}")
 glue("ridge_min", f"{min(ridges):.0f}")
 glue("ridge_max", f"{max(ridges):.0f}");
@@ -171,9 +178,9 @@ i1 = decode_intensity(llama70, 1, 1)
 u1 = compute_utilization(i1, ridge_h100)
 print(f"batch-1 decode intensity {i1:.3f} FLOP/byte, ridge {ridge_h100:.0f}")
 print(f"compute used: {u1:.2%}; idle: {1 - u1:.1%}")
-assert round(u1 * 100, 1) == 0.3 and round((1 - u1) * 100, 1) == 99.7
 
 # %% tags=["remove-cell"]
+assert round(u1 * 100, 1) == 0.3 and round((1 - u1) * 100, 1) == 99.7
 glue("util_b1", f"{u1:.1%}")
 glue("waste_b1", f"{1 - u1:.1%}");
 
@@ -195,34 +202,45 @@ glue("waste_b1", f"{1 - u1:.1%}");
 # %%
 # NBVAL_CHECK_OUTPUT
 a100 = get_gpu("a100-80gb")
-a100_330w = dataclasses.replace(a100, name="a100-80gb at 330 W", hbm_bandwidth_Bps=GPT_FAST_A100_PEAK_BANDWIDTH_BPS)
-print(f"published: {GPT_FAST_SOURCE}; batch 1, one A100-80GB, 5-token prompt")
-print(f"{'model':<12}{'weights':>9}{'predicted ms':>13}{'published ms':>13}{'published/predicted':>21}"
-      f"{'GB read/token':>15}{'achieved GB/s':>15}")
-pub = {}
+a100_330w = dataclasses.replace(a100, name="a100-80gb at 330 W",
+                                hbm_bandwidth_Bps=GPT_FAST_A100_PEAK_BANDWIDTH_BPS)
+print(f"published: {GPT_FAST_SOURCE}")
+print("batch 1, one A100-80GB, 5-token prompt; predicted at 1,700 GB/s;\n"
+      "ratio: published over predicted")
+rows, pub, too_big = [], {}, []
 for r in published_decode(tp_degree=1):
     if r.gpu_preset != "a100-80gb":
         continue
-    m = get_model(r.model)
-    if r.tokens_per_s is None:      # the source ran out of memory; servelib agrees that nothing fits
-        assert max_decode_batch(m, a100, 5, bytes_per_param=WEIGHT_BYTES[r.weights]) == 0
-        print(f"{r.model:<12}{r.weights:>9}{'does not fit: ' + fmt_bytes(weight_bytes(m)) + ' of weights':>41}")
+    m, w = get_model(r.model), WEIGHT_BYTES[r.weights]
+    if r.tokens_per_s is None:      # the source ran out of memory; so does servelib
+        assert max_decode_batch(m, a100, 5, bytes_per_param=w) == 0
+        too_big.append(f"{r.model} in {r.weights}: {fmt_bytes(weight_bytes(m, w))} "
+                       "of weights, more than a card")
         continue
-    pred = predict_tpot_s(m, a100_330w, 1, 5, bytes_per_param=WEIGHT_BYTES[r.weights])
+    pred = predict_tpot_s(m, a100_330w, 1, 5, bytes_per_param=w)
     pub[r.model, r.weights] = r
-    print(f"{r.model:<12}{r.weights:>9}{pred * 1e3:>13.2f}{r.tpot_s * 1e3:>13.2f}{r.tpot_s / pred:>21.2f}"
-          f"{r.bandwidth_GBps / r.tokens_per_s:>15.2f}{r.bandwidth_GBps:>15.0f}")
-assert all(r.tpot_s > predict_tpot_s(get_model(r.model), a100_330w, 1, 5, bytes_per_param=WEIGHT_BYTES[r.weights])
-           for r in pub.values())      # no published run beats the roofline, even at the reachable peak
+    rows.append((r.model, r.weights, pred * 1e3, r.tpot_s * 1e3, r.tpot_s / pred,
+                 r.bandwidth_GBps / r.tokens_per_s, r.bandwidth_GBps))
+print(table(rows, ["model", "weights", "predicted (ms)", "published (ms)", "ratio",
+                   "GB read/token", "achieved GB/s"],
+            ["", "", ".2f", ".2f", ".2f", ".2f", ".0f"]))
+print("\n".join(too_big))
+# No published run beats the roofline, even at the bandwidth those cards reach:
+assert all(row[4] > 1 for row in rows)
 bf16, int8, int4 = (pub["llama-2-7b", w] for w in ("bf16", "int8", "int4-g32"))
 share_330w = bf16.bandwidth_GBps * 1e9 / GPT_FAST_A100_PEAK_BANDWIDTH_BPS
 share_sheet = bf16.bandwidth_GBps * 1e9 / a100.hbm_bandwidth_Bps
-gain8, gain4 = int8.tokens_per_s / bf16.tokens_per_s, int4.tokens_per_s / bf16.tokens_per_s
-print(f"Llama-2-7B bf16 streams its weights at {share_330w:.0%} of 1,700 GB/s ({share_sheet:.0%} of the datasheet)")
-print(f"tokens/s over bf16: int8 {gain8:.2f}x for 2x fewer bytes, int4 {gain4:.2f}x for 4x fewer")
-assert (round(share_330w, 2), round(share_sheet, 2), round(gain8, 2), round(gain4, 2)) == (0.82, 0.69, 1.48, 1.88)
+gain8 = int8.tokens_per_s / bf16.tokens_per_s
+gain4 = int4.tokens_per_s / bf16.tokens_per_s
+print(f"Llama-2-7B bf16 streams its weights at {share_330w:.0%} of 1,700 GB/s "
+      f"({share_sheet:.0%} of the datasheet)")
+print(f"tokens/s over bf16: int8 {gain8:.2f}x for 2x fewer bytes, "
+      f"int4 {gain4:.2f}x for 4x fewer")
 
 # %% tags=["remove-cell"]
+assert (round(share_330w, 2), round(share_sheet, 2)) == (0.82, 0.69)
+assert (round(gain8, 2), round(gain4, 2)) == (1.48, 1.88)
+bf16_pred = predict_tpot_s(get_model("llama-2-7b"), a100_330w, 1, 5)
 glue("pub_share_330w", f"{share_330w:.0%}")
 glue("pub_share_sheet", f"{share_sheet:.0%}")
 glue("pub_bw_bf16", f"{bf16.bandwidth_GBps:,.0f} GB/s")
@@ -230,7 +248,7 @@ glue("pub_bw_int8", f"{int8.bandwidth_GBps:,.0f}")
 glue("pub_bw_int4", f"{int4.bandwidth_GBps:,.0f} GB/s")
 glue("pub_gain8", f"{gain8:.2f}x")
 glue("pub_gain4", f"{gain4:.2f}x")
-glue("pub_ratio_bf16", f"{bf16.tpot_s / predict_tpot_s(get_model('llama-2-7b'), a100_330w, 1, 5):.2f}")
+glue("pub_ratio_bf16", f"{bf16.tpot_s / bf16_pred:.2f}")
 
 # %% [markdown]
 # What the published figures show:
@@ -261,18 +279,23 @@ glue("pub_ratio_bf16", f"{bf16.tpot_s / predict_tpot_s(get_model('llama-2-7b'), 
 # %%
 live = measure_profile(quick=True)
 print("measured on:", describe(live))
-print(f"copy bandwidth {live['copy_bandwidth_Bps'] / 1e9:.1f} GB/s, matmul {live['matmul_flops'] / 1e12:.3f} TFLOP/s"
-      f" -> measured ridge {live['ridge_flop_per_byte']:.1f} FLOP/byte")
-for ph in ("prefill", "decode"):
-    r = live[ph]
-    print(f"{ph:<8} intensity {arithmetic_intensity(r['flops'], r['bytes_moved']):7.1f} FLOP/byte, "
-          f"achieved {r['achieved_flops'] / 1e12:.3f} TFLOP/s "
-          f"({r['achieved_flops'] / live['matmul_flops']:.0%} of the measured matmul ceiling)")
+print(f"copy bandwidth {live['copy_bandwidth_Bps'] / 1e9:.1f} GB/s, "
+      f"matmul {live['matmul_flops'] / 1e12:.3f} TFLOP/s: "
+      f"measured ridge {live['ridge_flop_per_byte']:.1f} FLOP/byte")
+rows = []
+for phase in ("prefill", "decode"):
+    r = live[phase]
+    achieved = r["achieved_flops"]
+    rows.append((phase, arithmetic_intensity(r["flops"], r["bytes_moved"]),
+                 achieved / 1e12, achieved / live["matmul_flops"]))
+print(table(rows, ["step", "FLOP/byte", "achieved TFLOP/s", "of the matmul ceiling"],
+            ["", ".1f", ".3f", ".0%"]))
 glue("live_ridge", f"{live['ridge_flop_per_byte']:.0f}");
 
 # %%
 profiles = [live] + load_profiles(DATA)
-fig, ax = plots.new_axes("arithmetic intensity (FLOP/byte)", "attainable FLOP/s", "measured rooflines")
+fig, ax = plots.new_axes("arithmetic intensity (FLOP/byte)", "attainable FLOP/s",
+                         "measured rooflines")
 for prof in profiles:
     plots.roofline(ax, prof["matmul_flops"], prof["copy_bandwidth_Bps"],
                    plots.device_label(prof, live))
@@ -281,7 +304,8 @@ for prof in profiles:
     ax.scatter([arithmetic_intensity(p["flops"], p["bytes_moved"]) for p in pts],
                [p["flops"] / p["step_s"] for p in pts], color=color, s=14, zorder=3)
 h100 = get_gpu("h100-sxm")
-plots.roofline(ax, h100.peak_flops("bf16"), h100.hbm_bandwidth_Bps, "H100 SXM datasheet (bf16)", color="grey")
+plots.roofline(ax, h100.peak_flops("bf16"), h100.hbm_bandwidth_Bps,
+               "H100 SXM datasheet (bf16)", color="grey")
 plots.legend(fig)
 for prof in profiles:
     print(describe(prof))
@@ -315,28 +339,32 @@ for prof in profiles:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-ctx, tp = 2048, 2
-fits = max_decode_batch(llama70, "h100-sxm", ctx, tp_degree=tp)     # sequences of 2k the KV memory holds
-per_replica_b1 = decode_tokens_per_s(llama70, "h100-sxm", 1, ctx, tp_degree=tp)
-doubled = 2 * per_replica_b1                                          # twice the GPUs, still batch 1
-batched = decode_tokens_per_s(llama70, "h100-sxm", check_batch_fits(llama70, "h100-sxm", fits, ctx, tp_degree=tp),
-                              ctx, tp_degree=tp)                      # same GPUs, every sequence that fits
-tpot_b1, tpot_fit = (predict_tpot_s(llama70, "h100-sxm", b, ctx, tp_degree=tp) for b in (1, fits))
+ctx, tp, gpu = 2048, 2, "h100-sxm"
+fits = max_decode_batch(llama70, gpu, ctx, tp_degree=tp)   # what the KV memory holds
+batch = check_batch_fits(llama70, gpu, fits, ctx, tp_degree=tp)
+b1 = decode_tokens_per_s(llama70, gpu, 1, ctx, tp_degree=tp)
+doubled = 2 * b1                                    # twice the GPUs, still batch 1
+batched = decode_tokens_per_s(llama70, gpu, batch, ctx, tp_degree=tp)
+tpot_b1, tpot_fit = (predict_tpot_s(llama70, gpu, b, ctx, tp_degree=tp)
+                     for b in (1, batch))
 print(f"one TP={tp} replica's KV memory holds {fits} sequences of {ctx:,} tokens")
-print(f"today, batch 1 on one TP={tp} replica : {per_replica_b1:7.0f} tokens/s")
-print(f"wrong: double the fleet (2 replicas)  : {doubled:7.0f} tokens/s, 2x the GPU bill")
-print(f"right: batch {fits} on the same replica   : {batched:7.0f} tokens/s ({batched / per_replica_b1:.0f}x)")
-print(f"each sequence still gets a token every {tpot_fit * 1e3:.0f} ms (batch 1: {tpot_b1 * 1e3:.0f} ms)")
-with_comm = [decode_step(llama70, "h100-sxm", b, ctx, tp_degree=tp) for b in (1, fits)]
-print(f"with the all-reduces TP={tp} adds (batching chapter): {with_comm[0].tokens_per_s:.0f} -> "
-      f"{with_comm[1].tokens_per_s:.0f} tokens/s ({with_comm[1].tokens_per_s / with_comm[0].tokens_per_s:.0f}x)")
-assert fits == 41 and round(batched / per_replica_b1) == 34
-# The all-reduces cost about the same per step whatever the batch, so batching shares them too.
-assert with_comm[1].tokens_per_s / with_comm[0].tokens_per_s > batched / per_replica_b1
+print(f"today, batch 1 on one replica : {b1:5.0f} tokens/s")
+print(f"wrong: double the fleet       : {doubled:5.0f} tokens/s, 2x the GPU bill")
+print(f"right: batch {batch} on the replica: {batched:5.0f} tokens/s "
+      f"({batched / b1:.0f}x)")
+print(f"each sequence still gets a token every {tpot_fit * 1e3:.0f} ms "
+      f"(batch 1: {tpot_b1 * 1e3:.0f} ms)")
+comm = [decode_step(llama70, gpu, b, ctx, tp_degree=tp).tokens_per_s
+        for b in (1, batch)]
+print(f"with the all-reduces TP={tp} adds (batching chapter): {comm[0]:.0f} -> "
+      f"{comm[1]:.0f} tokens/s ({comm[1] / comm[0]:.0f}x)")
+# The all-reduces cost about the same per step whatever the batch: batching shares them.
+assert comm[1] / comm[0] > batched / b1
 
 # %% tags=["remove-cell"]
+assert fits == 41 and round(batched / b1) == 34
 glue("war_fits", fits)
-glue("war_gain", f"{batched / per_replica_b1:.0f}")
+glue("war_gain", f"{batched / b1:.0f}")
 glue("war_tpot_b1", f"{tpot_b1 * 1e3:.0f} ms")
 glue("war_tpot_fit", f"{tpot_fit * 1e3:.0f} ms");
 
@@ -358,18 +386,18 @@ glue("war_tpot_fit", f"{tpot_fit * 1e3:.0f} ms");
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'context':>8}{'batch':>7}{'FLOP/byte':>11}{'share of the arithmetic':>25}")
-served = {}
+rows, served = [], {}
 for ctx in (1, 2048, 8192):
     batch = min(256, max_decode_batch(llama70, "h100-sxm", ctx, tp_degree=8))
     i = decode_intensity(llama70, batch, ctx)
     served[ctx] = (batch, compute_utilization(i, ridge_h100))
-    print(f"{ctx:>8,}{batch:>7}{i:>11.1f}{served[ctx][1]:>25.1%}")
-assert compute_utilization(decode_intensity(llama70, 1, 1), ridge_h100) < 0.004
-assert served[1][1] > 0.85 and served[8192][0] == 183
-assert (round(served[2048][1], 2), round(served[8192][1], 2)) == (0.41, 0.16)
+    rows.append((ctx, batch, i, served[ctx][1]))
+print(table(rows, ["context", "batch", "FLOP/byte", "share of the arithmetic"],
+            [",d", "d", ".1f", ".1%"]))
 
 # %% tags=["remove-cell"]
+assert served[1][1] > 0.85 and served[8192][0] == 183
+assert (round(served[2048][1], 2), round(served[8192][1], 2)) == (0.41, 0.16)
 glue("served_1", f"{served[1][1]:.0%}")
 glue("served_2k", f"{served[2048][1]:.0%}")
 glue("served_8k", f"{served[8192][1]:.0%}")
@@ -390,8 +418,9 @@ glue("served_8k_batch", served[8192][0]);
 # %%
 print("measured on:", describe(live))
 for p in (live["batching_sweep"][0], live["batching_sweep"][-1]):
-    print(f"batch {p['batch']:>3}: {p['flops'] / p['step_s'] / 1e9:8.1f} GFLOP/s = "
-          f"{p['flops'] / p['step_s'] / live['matmul_flops']:.1%} of the measured matmul ceiling")
+    rate = p["flops"] / p["step_s"]
+    print(f"batch {p['batch']:>3}: {rate / 1e9:8.1f} GFLOP/s = "
+          f"{rate / live['matmul_flops']:.1%} of the measured matmul ceiling")
 
 # %% [markdown]
 # ## Summary: the numbers to carry
@@ -415,12 +444,14 @@ for p in (live["batching_sweep"][0], live["batching_sweep"][-1]):
 # Each exercise states every constant it needs; the GPU presets of `servelib.hardware`
 # hold the same datasheet numbers. Solutions are behind the toggles.
 #
-# **rl-1.** An A100 80GB does 312 dense bf16 TFLOP/s and reads 2,039 GB/s. What is its
-# ridge point in FLOP/byte?
+# **rl-1.** An A100 80GB does 312 dense bf16 TFLOP/s and reads 2,039 GB/s. What is its ridge
+# point in FLOP/byte?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
+by_hand = 312e12 / 2039e9                  # peak FLOP/s over bytes/s
 answer = ridge_point("a100-80gb", "bf16")
+print(f"312e12 / 2,039e9 = {by_hand:.1f} FLOP/byte; servelib: {answer:.1f}")
 ### END SOLUTION
 check("rl-1", answer)
 
@@ -430,30 +461,46 @@ check("rl-1", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
+by_hand = 65e12 / 320e9
 answer = ridge_point("t4", "fp16")
+print(f"65e12 / 320e9 = {by_hand:.1f} FLOP/byte; servelib: {answer:.1f}")
 ### END SOLUTION
 check("rl-2", answer)
 
 # %% [markdown]
 # **rl-3.** What is the arithmetic intensity of one decode step of Llama-3-8B (8.03 billion
 # parameters, fp16 weights; KV cache 128 KiB per token in fp16; 32 layers of 32 query heads
-# of size 128) at batch 1 and a 4,096-token context? Count the weights' $2P$ FLOPs and
-# attention's $4 L H d_{head} \cdot \text{context}$.
+# of size 128) at batch 1 and a context of 4,096 tokens? Count the weights' $2P$ FLOPs and
+# attention's $4 L H d_\text{head}$ FLOPs per token of context.
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = decode_intensity(get_model("llama-3-8b"), 1, 4096)
+P, kv, c = 8.03e9, 128 * 1024, 4096        # parameters, KV bytes per token, context
+L, H, d = 32, 32, 128
+flops = 2 * P + 4 * L * H * d * c          # the weights, then attention over c tokens
+bytes_read = 2 * P + c * kv                # fp16 weights, then the sequence's KV
+by_hand = flops / bytes_read
+answer = decode_intensity(get_model("llama-3-8b"), 1, c)
+print(f"{flops / 1e9:.2f} GFLOP / {bytes_read / 1e9:.2f} GB = {by_hand:.3f} FLOP/byte; "
+      f"servelib: {answer:.3f}")
 ### END SOLUTION
 check("rl-3", answer)
 
 # %% [markdown]
 # **rl-4.** What fraction of an L4's bf16 arithmetic (121 TFLOP/s, 300 GB/s) can a batch-1
-# decode step of Llama-3-8B (8.03 billion parameters, 128 KiB of KV per token) at a
-# 4,096-token context use? Answer as a fraction.
+# decode step of Llama-3-8B (8.03 billion parameters, 128 KiB of KV per token; 32 layers of
+# 32 query heads of size 128) use at a context of 4,096 tokens, attention's FLOPs included?
+# Answer as a fraction.
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = compute_utilization(decode_intensity(get_model("llama-3-8b"), 1, 4096), ridge_point("l4", "bf16"))
+P, kv, c, L, H, d = 8.03e9, 128 * 1024, 4096, 32, 32, 128
+intensity = (2 * P + 4 * L * H * d * c) / (2 * P + c * kv)
+ridge = 121e12 / 300e9
+by_hand = min(1, intensity / ridge)
+answer = compute_utilization(decode_intensity(get_model("llama-3-8b"), 1, c),
+                             ridge_point("l4", "bf16"))
+print(f"{intensity:.3f} / {ridge:.0f} = {by_hand:.5f}; servelib: {answer:.5f}")
 ### END SOLUTION
 check("rl-4", answer)
 
@@ -463,20 +510,33 @@ check("rl-4", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
+by_hand = min(989.5, 50 * 3.35)            # min(F, I x B), in TFLOP/s
 answer = attainable_flops(50, h100.peak_flops("bf16"), h100.hbm_bandwidth_Bps) / 1e12
+print(f"min(989.5, 50 x 3.35) = {by_hand:.1f} TFLOP/s; servelib: {answer:.1f}")
 ### END SOLUTION
 check("rl-5", answer)
 
 # %% [markdown]
-# **rl-6.** In the war story (Llama-3-70B, fp16, TP=2 on H100 SXM with 80 GiB each,
-# 2,048-token contexts, 10% reserve), by what factor does the largest batch the replica's
-# KV memory holds raise its predicted decode tokens/s over batch 1? (Roofline,
-# communication left out.)
+# **rl-6.** The war story's replica serves Llama-3-70B (70.55 billion parameters; 320 KiB of
+# KV cache per token, over 8 KV heads) in fp16 with TP=2 on two H100 SXM cards (80 GiB,
+# 989.5 dense bf16 TFLOP/s and 3.35 TB/s each), at 2,048-token contexts with a 10% reserve.
+# By what factor does the largest batch its KV memory holds raise its predicted decode
+# tokens/s over batch 1? (Roofline, communication left out.)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-largest = max_decode_batch(llama70, "h100-sxm", 2048, tp_degree=2)
-answer = (decode_tokens_per_s(llama70, "h100-sxm", largest, 2048, tp_degree=2)
-          / decode_tokens_per_s(llama70, "h100-sxm", 1, 2048, tp_degree=2))
+P, kv, c, tp = 70.55e9, 320 * 1024, 2048, 2
+budget = (80 * 2**30 - 2 * P / tp) * 0.9   # per card, after its half of the weights
+batch = int(budget // (kv / tp * c))       # each card holds 4 of the 8 KV heads
+step_1 = (2 * P + kv * c) / tp / 3.35e12   # memory-bound: weights once, KV per sequence
+step_b = (2 * P + batch * kv * c) / tp / 3.35e12
+flops_b = batch * 2 * P / tp / 989.5e12    # well under step_b: still memory-bound
+by_hand = batch * step_1 / step_b
+largest = max_decode_batch(llama70, "h100-sxm", c, tp_degree=tp)
+answer = (decode_tokens_per_s(llama70, "h100-sxm", largest, c, tp_degree=tp)
+          / decode_tokens_per_s(llama70, "h100-sxm", 1, c, tp_degree=tp))
+print(f"batch {batch}: steps of {step_1 * 1e3:.1f} and {step_b * 1e3:.1f} ms "
+      f"(compute {flops_b * 1e3:.1f} ms), {by_hand:.2f}x")
+print(f"servelib: batch {largest}, {answer:.2f}x")
 ### END SOLUTION
 check("rl-6", answer)

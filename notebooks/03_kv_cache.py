@@ -57,20 +57,23 @@ if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is Non
         raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
                             "runtime is online, then run this cell again.")
 
-from servelib.measure import measure_kv_cache, pick_device
+from servelib.measure import pick_device
 
 DEVICE = pick_device()
 print(f"measuring on {DEVICE}")
 
-# %%
+# %% tags=["hide-input"]
 from servelib import plots
-from servelib.book import glue
+from servelib.book import glue, table
 from servelib.grading import check
 from servelib.hardware import get_gpu
-from servelib.memory import (capacity, kv_budget_bytes, kv_bytes_per_sequence, kv_bytes_per_token,
-                             max_concurrency, min_tp_degree, vllm_kv_budget_bytes, weight_bytes)
+from servelib.measure import measure_kv_cache
+from servelib.memory import (capacity, kv_budget_bytes, kv_bytes_per_sequence,
+                             kv_bytes_per_token, max_concurrency, min_tp_degree,
+                             vllm_kv_budget_bytes, weight_bytes)
 from servelib.models import get_model, list_models
-from servelib.roofline import decode_attention_flops_per_step, decode_flops_per_step, generation_flops
+from servelib.roofline import (decode_attention_flops_per_step, decode_flops_per_step,
+                               generation_flops)
 from servelib.units import GiB, KiB, MiB, fmt_bytes
 from servelib.widgets.concurrency import concurrency_explorer, concurrency_figure
 
@@ -99,16 +102,19 @@ plots.apply_style()
 # %%
 # NBVAL_CHECK_OUTPUT
 P, prompt = 8.03e9, 512          # Llama-3-8B, a 512-token prompt
-print(f"{'new tokens':>10} {'with cache':>12} {'without':>12} {'ratio':>7}")
+rows = []
 for n in (16, 256, 4096):
     w = generation_flops(P, prompt, n, kv_cache=True)
     wo = generation_flops(P, prompt, n, kv_cache=False)
-    print(f"{n:>10} {w:>12.3e} {wo:>12.3e} {wo / w:>7.1f}")
+    rows.append((n, w, wo, wo / w))
+print(table(rows, ["new tokens", "with cache", "without", "ratio"],
+            [",d", ".3e", ".3e", ".1f"]))
 ratio_4096 = wo / w
+# The first new token costs the same either way: the prompt is computed once.
 assert generation_flops(P, prompt, 1, kv_cache=False) == generation_flops(P, prompt, 1)
-assert round(ratio_4096) == 2276
 
 # %% tags=["remove-cell"]
+assert round(ratio_4096) == 2276
 glue("ratio_4096", f"{ratio_4096:,.0f}")
 
 # %% [markdown]
@@ -136,12 +142,14 @@ glue("ratio_4096", f"{ratio_4096:,.0f}")
 llama70 = get_model("llama-3-70b")
 kv_tok = kv_bytes_per_token(llama70)
 kv_seq = kv_bytes_per_sequence(llama70, 8192)
-print(f"{llama70.name}: L={llama70.n_layers}, H_kv={llama70.n_kv_heads}, d_head={llama70.head_dim}")
+print(f"{llama70.name}: L={llama70.n_layers}, H_kv={llama70.n_kv_heads}, "
+      f"d_head={llama70.head_dim}")
 print(f"KV per token: {kv_tok:,.0f} B = {fmt_bytes(kv_tok)}")
 print(f"KV per 8k-token sequence: {fmt_bytes(kv_seq)}")
-assert kv_tok == 320 * KiB and kv_seq == 2.5 * GiB
+assert kv_tok == 2 * 80 * 8 * 128 * 2              # 2 L H_kv d_head b
 
 # %% tags=["remove-cell"]
+assert kv_tok == 320 * KiB and kv_seq == 2.5 * GiB
 glue("kv_per_token", fmt_bytes(kv_tok))
 glue("kv_per_seq_8k", fmt_bytes(kv_seq))
 
@@ -152,18 +160,21 @@ glue("kv_per_seq_8k", fmt_bytes(kv_seq))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'model':<16}{'attn':>5}{'L':>4}{'heads':>6}{'KV heads':>9}{'d_head':>7}{'KV/token':>11}{'params':>9}")
+rows = []
 for name in list_models():
     m = get_model(name)
-    if m.layers:             # layers that do not all cache alike: their own section below
+    if m.layers:             # layers that do not all cache alike: a section below
         continue
-    print(f"{name:<16}{m.attention:>5}{m.n_layers:>4}{m.n_heads:>6}{m.n_kv_heads:>9}"
-          f"{m.head_dim:>7}{fmt_bytes(kv_bytes_per_token(m)):>11}{m.n_params / 1e9:>8.2f}B")
+    rows.append((name, m.attention, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim,
+                 kv_bytes_per_token(m) / KiB, m.n_params / 1e9))
+print(table(rows, ["model", "attention", "L", "heads", "KV heads", "head_dim",
+                   "KV/token (KiB)", "params (B)"],
+            ["", "", "", "", "", "", ".0f", ".2f"]))
 falcon_kv = kv_bytes_per_token(get_model("falcon-7b"))
 falcon_ratio = kv_bytes_per_token(get_model("llama-2-7b")) / falcon_kv
-assert (falcon_kv, falcon_ratio) == (8 * KiB, 64)
 
 # %% tags=["remove-cell"]
+assert (falcon_kv, falcon_ratio) == (8 * KiB, 64)
 glue("falcon_kv", fmt_bytes(falcon_kv))
 glue("falcon_ratio", f"{falcon_ratio:.0f}")
 
@@ -183,11 +194,13 @@ glue("falcon_ratio", f"{falcon_ratio:.0f}")
 # NBVAL_CHECK_OUTPUT
 w70 = weight_bytes(70e9, bytes_per_param=2)
 h100 = get_gpu("h100-sxm")
-print(f"70B parameters in fp16: {fmt_bytes(w70)}; one H100 holds {fmt_bytes(h100.memory_bytes)}")
+print(f"70B parameters in fp16: {fmt_bytes(w70)}; "
+      f"one H100 holds {fmt_bytes(h100.memory_bytes)}")
 print(f"fits one card: {w70 <= h100.memory_bytes}")
-assert round(w70 / GiB, 1) == 130.4 and w70 > h100.memory_bytes
+assert w70 > h100.memory_bytes
 
 # %% tags=["remove-cell"]
+assert round(w70 / GiB, 1) == 130.4
 glue("w70_gib", f"{w70 / GiB:.0f} GiB")
 glue("l70_params", f"{llama70.n_params / 1e9:.2f} billion")
 glue("l70_weights", f"{weight_bytes(llama70) / GiB:.1f} GiB")
@@ -220,13 +233,14 @@ budget = kv_budget_bytes(node, w70, reserve_fraction=0.10)
 variants = {"GQA (8 KV heads)": llama70,
             "MHA (64 KV heads)": llama70.with_kv_heads(64),
             "MQA (1 KV head)": llama70.with_kv_heads(1)}
-conc = {k: max_concurrency(budget, kv_bytes_per_token(m), 8192) for k, m in variants.items()}
+conc = {k: max_concurrency(budget, kv_bytes_per_token(m), 8192)
+        for k, m in variants.items()}
 print(f"KV budget: {fmt_bytes(budget)}")
 for k, c in conc.items():
     print(f"{k:<18} {c:>5} concurrent 8k sequences")
-assert list(conc.values()) == [183, 22, 1467]
 
 # %% tags=["remove-cell"]
+assert list(conc.values()) == [183, 22, 1467]
 glue("conc_gqa", conc["GQA (8 KV heads)"])
 glue("conc_mha", conc["MHA (64 KV heads)"])
 glue("conc_mqa", conc["MQA (1 KV head)"])
@@ -245,22 +259,26 @@ glue("conc_mqa", conc["MQA (1 KV head)"])
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'variant':<18}{'parameters':>12}{'KV/token':>10}{'weight FLOPs/token':>20}{'attention FLOPs at 8k':>23}"
-      f"{'8k seqs, own weights':>22}")
-own = {}
+rows, own = [], {}
 for k, m in variants.items():
-    own[k] = max_concurrency(kv_budget_bytes(node, weight_bytes(m)), kv_bytes_per_token(m), 8192)
-    print(f"{k:<18}{m.n_params / 1e9:>11.1f}B{fmt_bytes(kv_bytes_per_token(m)):>10}"
-          f"{decode_flops_per_step(m.n_params) / 1e9:>15.1f} GFLOP"
-          f"{decode_attention_flops_per_step(m, 8192) / 1e9:>18.1f} GFLOP{own[k]:>22}")
-params = [round(m.n_params / 1e9, 1) for m in variants.values()]
-assert params == [70.6, 79.9, 69.4] and list(own.values()) == [183, 22, 1471]
+    kv = kv_bytes_per_token(m)
+    own[k] = max_concurrency(kv_budget_bytes(node, weight_bytes(m)), kv, 8192)
+    rows.append((k, m.n_params / 1e9, fmt_bytes(kv),
+                 decode_flops_per_step(m.n_params) / 1e9,
+                 decode_attention_flops_per_step(m, 8192) / 1e9, own[k]))
+print(table(rows, ["variant", "params (B)", "KV/token", "GFLOP/token",
+                   "attention GFLOP at 8k", "8k seqs, own weights"],
+            ["", ".1f", "", ".1f", ".1f", ""]))
+# Every query head scores the whole context, whichever KV head it reads:
 assert len({decode_attention_flops_per_step(m, 8192) for m in variants.values()}) == 1
 
 # %% tags=["remove-cell"]
-glue("params_mha", f"{variants['MHA (64 KV heads)'].n_params / 1e9:.1f}B")
-glue("params_mqa", f"{variants['MQA (1 KV head)'].n_params / 1e9:.1f}B")
-glue("params_span", f"{variants['MHA (64 KV heads)'].n_params / variants['MQA (1 KV head)'].n_params - 1:.0%}")
+params = [round(m.n_params / 1e9, 1) for m in variants.values()]
+assert params == [70.6, 79.9, 69.4] and list(own.values()) == [183, 22, 1471]
+mha, mqa = variants["MHA (64 KV heads)"], variants["MQA (1 KV head)"]
+glue("params_mha", f"{mha.n_params / 1e9:.1f}B")
+glue("params_mqa", f"{mqa.n_params / 1e9:.1f}B")
+glue("params_span", f"{mha.n_params / mqa.n_params - 1:.0%}")
 glue("conc_mqa_own", f"{own['MQA (1 KV head)']:,}")
 
 # %% [markdown]
@@ -281,12 +299,15 @@ glue("conc_mqa_own", f"{own['MQA (1 KV head)']:,}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
+rows, per_device = [], {}
 for k, m in variants.items():
     c = capacity(m, "h100-sxm", n_gpus=8, context_len=8192)
-    print(f"{k:<18} TP={c.tp_degree}: {fmt_bytes(c.kv_bytes_per_token_per_device)}/token/GPU, "
-          f"{c.concurrency} sequences")
-assert [capacity(m, "h100-sxm", n_gpus=8, context_len=8192).concurrency
-        for m in variants.values()] == [183, 22, 183]
+    per_device[k] = c.concurrency
+    per_gpu = fmt_bytes(c.kv_bytes_per_token_per_device)
+    rows.append((k, c.tp_degree, per_gpu, c.concurrency))
+print(table(rows, ["variant", "TP", "KV/token/GPU", "sequences"]))
+# One KV head is replicated on all eight cards: MQA holds no more than GQA here.
+assert per_device["MQA (1 KV head)"] == per_device["GQA (8 KV heads)"]
 
 # %% [markdown]
 # ## Two budget conventions: 183 or 178?
@@ -311,10 +332,10 @@ n_ours = max_concurrency(b_ours, kv_tok, 8192)
 n_vllm = max_concurrency(b_vllm, kv_tok, 8192)
 print(f"ours: {fmt_bytes(b_ours)} -> {n_ours} sequences")
 print(f"vLLM: {fmt_bytes(b_vllm)} -> {n_vllm} sequences")
-assert (n_ours, n_vllm) == (183, 178)
-assert round((b_ours - b_vllm) / GiB) == 13
 
 # %% tags=["remove-cell"]
+assert (n_ours, n_vllm) == (183, 178)
+assert round((b_ours - b_vllm) / GiB) == 13
 glue("reserve_total", fmt_bytes(0.10 * node))
 glue("reserve_left", fmt_bytes(0.10 * (node - w70)))
 glue("budget_gap", fmt_bytes(b_ours - b_vllm))
@@ -338,10 +359,11 @@ glue("budget_gap", fmt_bytes(b_ours - b_vllm))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'GPU':<10}{'memory':>10}{'min TP for 70B fp16 at 8k':>28}")
-for g in ("h100-sxm", "a100-40gb", "l40s", "h200", "mi300x"):
-    gpu = get_gpu(g)
-    print(f"{g:<10}{fmt_bytes(gpu.memory_bytes):>10}{min_tp_degree(llama70, gpu, context_len=8192):>28}")
+rows = [(g, get_gpu(g).memory_bytes / GiB, min_tp_degree(llama70, g, context_len=8192))
+        for g in ("h100-sxm", "a100-40gb", "l40s", "h200", "mi300x")]
+print(table(rows, ["GPU", "memory (GiB)", "min TP for 70B fp16 at 8k"], ["", "g", ""]))
+
+# %% tags=["remove-cell"]
 assert min_tp_degree(llama70, "h100-sxm", context_len=8192) == 2
 
 # %% [markdown]
@@ -367,10 +389,13 @@ kv = measure_kv_cache(batch=8, context_len=1024, device=DEVICE)
 print(f"measured on {DEVICE}")
 print(f"{kv.model}: {kv.batch} sequences x {kv.context_len:,} tokens, {kv.dtype}")
 print(f"formula : {kv.formula_bytes:>13,.0f} bytes ({fmt_bytes(kv.formula_bytes)})")
-print(f"measured: {kv.measured_bytes:>13,} bytes ({kv.method}), {kv.ratio:.3f} x the formula")
+print(f"measured: {kv.measured_bytes:>13,} bytes ({kv.method}), "
+      f"{kv.ratio:.3f} x the formula")
 if kv.driver_bytes is not None:
-    print(f"driver  : {kv.driver_bytes:>13,} bytes less free device memory (allocator blocks, rounded up)")
-assert 0.8 < kv.ratio < 1.25      # a slip such as heads for KV heads, or K without V, lands far outside
+    print(f"driver  : {kv.driver_bytes:>13,} bytes less free device memory "
+          "(allocator blocks, rounded up)")
+# A slip such as heads for KV heads, or K without V, would land far outside:
+assert 0.8 < kv.ratio < 1.25
 
 # %% [markdown]
 # ## Concurrency against context length
@@ -412,9 +437,11 @@ plots.legend(fig)
 # One sequence of $c$ tokens then costs, summed layer by layer,
 #
 # $$
-# \text{KV}(c) = b \Big[ \sum_{\text{full}} 2 H_{kv} d_{head}\, c
-#   + \sum_{\text{window } W} 2 H_{kv} d_{head} \min(c, W)
-#   + \sum_{\text{MLA}} (r + d_{rope})\, c + \sum_{\text{state}} S \Big] .
+# \begin{aligned}
+# \text{KV}(c) = b \Big[ & \sum_{\text{full}} 2 H_{kv} d_\text{head}\, c
+#   + \sum_{\text{window } W} 2 H_{kv} d_\text{head} \min(c, W) \\
+#   & + \sum_{\text{MLA}} (r + d_\text{rope})\, c + \sum_{\text{state}} S \Big] .
+# \end{aligned}
 # $$
 #
 # "KV bytes per token" keeps a meaning: the bytes one more token adds once the context is
@@ -424,22 +451,21 @@ plots.legend(fig)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-mixed = {name: get_model(name) for name in ("gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b")}
-print(f"{'model':<20}{'layers':<32}{'KV/token':>10}{'at 4k':>10}{'at 32k':>10}{'at 128k':>10}")
-for name, m in mixed.items():
-    print(f"{name:<20}{m.layer_mix:<32}{fmt_bytes(kv_bytes_per_token(m)):>10}"
-          + "".join(f"{fmt_bytes(kv_bytes_per_sequence(m, c)):>10}" for c in (4096, 32_768, 131_072)))
-oss = mixed["gpt-oss-20b"]
+mixed = {name: get_model(name)
+         for name in ("gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b")}
+rows = [(name, m.layer_mix, fmt_bytes(kv_bytes_per_token(m)),
+         *(fmt_bytes(kv_bytes_per_sequence(m, c)) for c in (4096, 32_768, 131_072)))
+        for name, m in mixed.items()]
+print(table(rows, ["model", "layers", "KV/token", "at 4k", "at 32k", "at 128k"]))
+oss, ds, nxt = mixed.values()
 oss_seq = kv_bytes_per_sequence(oss, 131_072)
-oss_naive = 2 * oss.n_layers * oss.n_kv_heads * oss.head_dim * 2 * 131_072      # every layer full
-assert (oss_seq / MiB, oss_naive / MiB) == (3075, 6144)
-ds = mixed["deepseek-v3"]
-assert kv_bytes_per_token(ds) == 61 * (512 + 64) * 2 == 70_272
-nxt = mixed["qwen3-next-80b-a3b"]
+oss_naive = 2 * oss.n_layers * oss.n_kv_heads * oss.head_dim * 2 * 131_072  # all full
 nxt_state = kv_bytes_per_sequence(nxt, 1) - kv_bytes_per_token(nxt)
-assert round(nxt_state / MiB, 1) == 37.7
+assert kv_bytes_per_token(ds) == 61 * (512 + 64) * 2      # 61 MLA layers of r + d_rope
 
 # %% tags=["remove-cell"]
+assert (oss_seq / MiB, oss_naive / MiB) == (3075, 6144)
+assert kv_bytes_per_token(ds) == 70_272 and round(nxt_state / MiB, 1) == 37.7
 glue("oss_seq", fmt_bytes(oss_seq))
 glue("oss_naive", fmt_bytes(oss_naive))
 glue("ds_kv_tok", fmt_bytes(kv_bytes_per_token(ds)))
@@ -460,15 +486,15 @@ oss_cap = capacity(oss, "h100-sxm", n_gpus=1, context_len=131_072)
 oss_naive_conc = int(oss_cap.kv_budget_bytes_per_device // oss_naive)
 print(f"gpt-oss-20b on one H100 at 128k: {oss_cap.concurrency} sequences "
       f"(counting every layer full: {oss_naive_conc})")
-gqa = get_model("llama-3-70b")
-for tp in (1, 2, 8):
-    print(f"TP={tp}: KV per token per device  DeepSeek-V3 (MLA) {fmt_bytes(kv_bytes_per_token(ds, tp_degree=tp)):>9}"
-          f"   Llama-3-70B (GQA) {fmt_bytes(kv_bytes_per_token(gqa, tp_degree=tp)):>8}")
-assert (oss_cap.concurrency, oss_naive_conc) == (12, 6)
-assert kv_bytes_per_token(ds, tp_degree=8) == kv_bytes_per_token(ds)
-assert kv_bytes_per_token(gqa, tp_degree=8) == kv_bytes_per_token(gqa) / 8
+print("KV cache per token per GPU:")
+rows = [(tp, fmt_bytes(kv_bytes_per_token(ds, tp_degree=tp)),
+         fmt_bytes(kv_bytes_per_token(llama70, tp_degree=tp))) for tp in (1, 2, 8)]
+print(table(rows, ["TP", "DeepSeek-V3 (MLA)", "Llama-3-70B (GQA)"]))
+assert kv_bytes_per_token(ds, tp_degree=8) == kv_bytes_per_token(ds)    # replicated
+assert kv_bytes_per_token(llama70, tp_degree=8) == kv_bytes_per_token(llama70) / 8
 
 # %% tags=["remove-cell"]
+assert (oss_cap.concurrency, oss_naive_conc) == (12, 6)
 glue("oss_conc", oss_cap.concurrency)
 glue("oss_naive_conc", oss_naive_conc)
 
@@ -485,7 +511,8 @@ glue("oss_naive_conc", oss_naive_conc)
 contexts = [2**k for k in range(9, 18)]
 fig, ax = plots.new_axes("context length (tokens)", "KV cache per sequence (GiB)",
                          "fp16 cache, one sequence, whole model", logx=True, logy=True)
-for name in ("llama-3-8b", "gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b", "mistral-7b-v0.1"):
+for name in ("llama-3-8b", "gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b",
+             "mistral-7b-v0.1"):
     m = get_model(name)
     ax.plot(contexts, [kv_bytes_per_sequence(m, c) / GiB for c in contexts], marker="o",
             label=f"{name} ({m.layer_mix})")
@@ -524,10 +551,12 @@ fig = concurrency_figure("llama-3-70b", "h100-sxm", n_gpus=8, context_len=8192)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-wrong = 2 * llama70.n_layers * llama70.n_heads * llama70.head_dim * 2     # heads, not KV heads
+# The slip: attention heads where the formula wants KV heads.
+wrong = 2 * llama70.n_layers * llama70.n_heads * llama70.head_dim * 2
 right = kv_bytes_per_token(llama70)
-print(f"wrong: {fmt_bytes(wrong)}/token -> {max_concurrency(budget, wrong, 8192)} sequences")
-print(f"right: {fmt_bytes(right)}/token -> {max_concurrency(budget, right, 8192)} sequences")
+for name, kv in (("wrong", wrong), ("right", right)):
+    seqs = max_concurrency(budget, kv, 8192)
+    print(f"{name}: {fmt_bytes(kv)}/token -> {seqs} sequences")
 assert wrong / right == 8
 
 # %% [markdown]
@@ -537,12 +566,13 @@ assert wrong / right == 8
 
 # %%
 # NBVAL_CHECK_OUTPUT
-no_reserve = max_concurrency(kv_budget_bytes(node, w70, reserve_fraction=0.0), kv_tok, 8192)
-with_reserve = max_concurrency(kv_budget_bytes(node, w70, reserve_fraction=0.10), kv_tok, 8192)
+no_reserve, with_reserve = (
+    max_concurrency(kv_budget_bytes(node, w70, reserve_fraction=r), kv_tok, 8192)
+    for r in (0.0, 0.10))
 print(f"wrong (no reserve): {no_reserve}   right (10% reserve): {with_reserve}")
-assert (no_reserve, with_reserve) == (203, 183)
 
 # %% tags=["remove-cell"]
+assert (no_reserve, with_reserve) == (203, 183)
 glue("reserve_extra", no_reserve - with_reserve)
 
 # %% [markdown]
@@ -552,7 +582,8 @@ glue("reserve_extra", no_reserve - with_reserve)
 # %%
 # NBVAL_CHECK_OUTPUT
 one_card = capacity(llama70, "h100-sxm", n_gpus=1, context_len=8192)
-print(f"weights {fmt_bytes(one_card.weights_bytes_per_device)} on one {fmt_bytes(h100.memory_bytes)} card: "
+print(f"weights {fmt_bytes(one_card.weights_bytes_per_device)} on one "
+      f"{fmt_bytes(h100.memory_bytes)} card: "
       f"fits={one_card.fits}, concurrency={one_card.concurrency}")
 assert not one_card.fits and one_card.concurrency == 0
 
@@ -569,10 +600,11 @@ tokens_per_s_per_sequence = 20
 flops_per_token = decode_flops_per_step(70e9)          # 2 x parameters, one token
 from_flops = flops_node / (flops_per_token * tokens_per_s_per_sequence)
 from_memory = max_concurrency(budget, kv_tok, 8192)
-print(f"wrong (from FLOPs): {from_flops:,.0f} sequences   right (from memory): {from_memory} sequences")
-assert (round(from_flops), round(from_flops / from_memory)) == (2827, 15)
+print(f"wrong (from FLOPs): {from_flops:,.0f} sequences   "
+      f"right (from memory): {from_memory} sequences")
 
 # %% tags=["remove-cell"]
+assert (round(from_flops), round(from_flops / from_memory)) == (2827, 15)
 glue("flops_node", f"{flops_node / 1e15:.1f} PFLOP/s")
 glue("flops_token", f"{flops_per_token / 1e9:.0f} GFLOP")
 glue("seqs_flops", f"{from_flops:,.0f}")
@@ -599,12 +631,15 @@ glue("flops_error", f"{from_flops / from_memory:.0f}x")
 # `check` says whether it is right and, for the usual slips, what went wrong. Solutions are
 # behind the toggles.
 #
-# **kv-1.** Llama-3-8B has 32 layers, 8 KV heads and `head_dim` 128. How many bytes of
-# fp16 KV cache does one token need?
+# **kv-1.** Llama-3-8B has 32 layers, 8 KV heads and `head_dim` 128. How many bytes of fp16
+# KV cache does one token need?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
+L, H_kv, d, b = 32, 8, 128, 2
+by_hand = 2 * L * H_kv * d * b             # K and V, in every layer, for every KV head
 answer = kv_bytes_per_token(get_model("llama-3-8b"))
+print(f"2 x 32 x 8 x 128 x 2 = {by_hand:,} bytes; servelib: {answer:,.0f} bytes")
 ### END SOLUTION
 check("kv-1", answer)
 
@@ -614,7 +649,10 @@ check("kv-1", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
+per_token = 2 * 32 * 8 * 128 * 2
+by_hand = per_token * 32_768 / 2**30       # GiB: 2^30 bytes
 answer = kv_bytes_per_sequence(get_model("llama-3-8b"), 32_768) / GiB
+print(f"{per_token:,} B x 32,768 = {by_hand:.2f} GiB; servelib: {answer:.2f} GiB")
 ### END SOLUTION
 check("kv-2", answer)
 
@@ -625,46 +663,78 @@ check("kv-2", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = capacity(get_model("llama-2-7b"), "a100-80gb", n_gpus=1, context_len=4096).concurrency
+budget = (80 * 2**30 - 2 * 6.74e9) * 0.9   # after the fp16 weights, less the reserve
+per_seq = 2 * 32 * 32 * 128 * 2 * 4096     # MHA: every head keeps its own K and V
+by_hand = int(budget // per_seq)           # whole sequences only
+answer = capacity(get_model("llama-2-7b"), "a100-80gb", n_gpus=1,
+                  context_len=4096).concurrency
+print(f"{budget / 2**30:.1f} GiB / {per_seq / 2**30:.0f} GiB per sequence "
+      f"= {by_hand} sequences; servelib: {answer}")
 ### END SOLUTION
 check("kv-3", answer)
 
 # %% [markdown]
-# **kv-4.** Qwen2.5-7B (28 layers, 4 KV heads, `head_dim` 128, 7.62 billion parameters)
-# runs on one L4 (24 GiB) with fp16 weights but an **fp8** KV cache (1 byte per element).
-# With a 10% reserve and 8,192-token contexts, how many sequences fit?
+# **kv-4.** Qwen2.5-7B (28 layers, 4 KV heads, `head_dim` 128, 7.62 billion parameters) runs
+# on one L4 (24 GiB) with fp16 weights but an **fp8** KV cache (1 byte per element). With a
+# 10% reserve and 8,192-token contexts, how many sequences fit?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
+budget = (24 * 2**30 - 2 * 7.62e9) * 0.9   # the weights stay in fp16
+per_seq = 2 * 28 * 4 * 128 * 1 * 8192      # the cache is fp8: 1 byte per element
+by_hand = int(budget // per_seq)
 qwen = get_model("qwen2.5-7b")
-answer = max_concurrency(kv_budget_bytes(get_gpu("l4").memory_bytes, weight_bytes(qwen)),
-                         kv_bytes_per_token(qwen, bytes_per_elem=1), 8192)
+l4_budget = kv_budget_bytes(get_gpu("l4").memory_bytes, weight_bytes(qwen))
+answer = max_concurrency(l4_budget, kv_bytes_per_token(qwen, bytes_per_elem=1), 8192)
+print(f"{budget / 2**30:.2f} GiB / {per_seq / 2**20:.0f} MiB per sequence "
+      f"= {by_hand} sequences; servelib: {answer}")
 ### END SOLUTION
 check("kv-4", answer)
 
 # %% [markdown]
-# **kv-5.** Llama-3-70B (70.55 billion parameters, fp16) is to be served on L40S cards
-# (48 GiB each) at 8,192-token contexts with a 10% reserve. What is the smallest tensor
-# parallel degree that fits weights plus one full sequence per device?
+# **kv-5.** Llama-3-70B (70.55 billion parameters in fp16; 320 KiB of fp16 KV cache per
+# token, over 8 KV heads) is to be served on L40S cards (48 GiB each) at 8,192-token
+# contexts with a 10% reserve. What is the smallest tensor parallel degree that fits weights
+# plus one full sequence per device?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
+P, kv, c = 70.55e9, 320 * 1024, 8192
+fits = []
+for tp in (1, 2, 4, 8):
+    weights = 2 * P / tp                     # each card's share of the weights
+    kv_budget = max(0, (48 * 2**30 - weights) * 0.9)
+    need = kv / tp * c                       # its share of one sequence's KV heads
+    print(f"TP={tp}: weights {weights / 2**30:5.1f} GiB, KV budget "
+          f"{kv_budget / 2**30:4.1f} GiB, one sequence {need / 2**30:.2f} GiB")
+    if kv_budget >= need:
+        fits.append(tp)
+by_hand = min(fits)
 answer = min_tp_degree(get_model("llama-3-70b"), "l40s", context_len=8192)
+print(f"smallest degree: {by_hand}; servelib: {answer}")
 ### END SOLUTION
 check("kv-5", answer)
 
 # %% [markdown]
-# **kv-6.** On the 8 x 80 GiB node with 70e9 fp16 parameters and 8k contexts, how many
-# *more* sequences does the book's convention (10% of what is left after weights)
-# admit than vLLM's (`gpu_memory_utilization=0.9` of the total, no activation memory)?
+# **kv-6.** A node of 8 x 80 GiB GPUs serves a 70B model, counted as 70 billion fp16
+# parameters, with 320 KiB of fp16 KV cache per token, at 8,192-token contexts. How many
+# *more* sequences does the book's convention (a 10% reserve taken from what is left after
+# the weights) admit than vLLM's (`gpu_memory_utilization=0.9` of the total, no activation
+# memory)?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = (max_concurrency(kv_budget_bytes(640 * GiB, weight_bytes(70e9)), kv_tok, 8192)
-          - max_concurrency(vllm_kv_budget_bytes(640 * GiB, weight_bytes(70e9)), kv_tok, 8192))
+total, weights = 8 * 80 * 2**30, 2 * 70e9
+per_seq = 320 * 1024 * 8192
+ours = int((total - weights) * 0.9 // per_seq)      # the reserve from what is left
+vllm = int((total * 0.9 - weights) // per_seq)      # the reserve from the total
+by_hand = ours - vllm
+w = weight_bytes(70e9)
+answer = (max_concurrency(kv_budget_bytes(total, w), kv_tok, 8192)
+          - max_concurrency(vllm_kv_budget_bytes(total, w), kv_tok, 8192))
+print(f"{ours} - {vllm} = {by_hand} sequences; servelib: {answer}")
 ### END SOLUTION
 check("kv-6", answer)
-
 
 # %% [markdown]
 # **kv-7.** gpt-oss-20b has 24 layers with 8 KV heads of `head_dim` 64; every other layer
@@ -674,6 +744,14 @@ check("kv-6", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = capacity(get_model("gpt-oss-20b"), "h100-sxm", n_gpus=1, context_len=131_072).concurrency
+per_layer_token = 2 * 8 * 64 * 2           # K and V of 8 heads of 64, fp16
+tokens = 12 * 131_072 + 12 * 128           # full layers, then windowed ones
+per_seq = per_layer_token * tokens
+budget = (80 * 2**30 - 2 * 20.91e9) * 0.9
+by_hand = int(budget // per_seq)
+answer = capacity(get_model("gpt-oss-20b"), "h100-sxm", n_gpus=1,
+                  context_len=131_072).concurrency
+print(f"{budget / 2**30:.1f} GiB / {per_seq / 2**30:.2f} GiB per sequence "
+      f"= {by_hand} sequences; servelib: {answer}")
 ### END SOLUTION
 check("kv-7", answer)

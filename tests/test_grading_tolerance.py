@@ -122,6 +122,37 @@ def _kv7(t, every_layer_full=False, reserve=0.9):
     return math.floor(budget / (per_layer_token * tokens))
 
 
+def _llama8(t):
+    """Llama-3-8B's parameters and KV bytes per token, as the statement prints them."""
+    return t("8.03") * 1e9, t(128) * 1024
+
+
+def _decode_intensity(t, p, kv_token, layers, heads, head_dim):
+    """Batch-1 decode: (2P + 4 L H d_head c) FLOPs over (2P + c KV) bytes, at the context c shown."""
+    c = t(t.v["context_len"])
+    return (2 * p + 4 * layers * heads * head_dim * c) / (2 * p + c * kv_token)
+
+
+def _rl3(t, attention=True):
+    m = t["model"]
+    return _decode_intensity(t, t(m.billions) * 1e9, t(m.kv_kib_per_token) * 1024, t(m.n_layers),
+                             t(m.n_heads) if attention else 0, t(m.head_dim))
+
+
+def _rl4(t, attention=True):
+    ridge = t(t["gpu"].bf16_tflops) * 1e12 / (t(t["gpu"].gb_per_s) * 1e9)
+    return min(1, _decode_intensity(t, *_llama8(t), t(32), t(32) if attention else 0, t(128)) / ridge)
+
+
+def _rl6(t, reserve=0.9, kv_split_by_tp=True):
+    """The war story's gain: the batch the KV memory holds, by hand, then the roofline ratio."""
+    p, kv, tp, c = t("70.55") * 1e9, t(320) * 1024, t(2), t(t.v["context_len"])
+    kv_device = kv / tp if kv_split_by_tp else kv
+    batch = math.floor((t(80) * GiB - 2 * p / tp) * reserve / (kv_device * c))
+    peak, bw = t("989.5") * 1e12, t("3.35") * 1e12
+    return batch * _tpot(p / tp, kv / tp * c, 1, peak, bw) / _tpot(p / tp, kv / tp * c, batch, peak, bw)
+
+
 def _self_host(t):
     """The self-hosted deployment as an ec-9 statement prints it, and its hosted price."""
     sh = dataclasses.replace(SELF_HOST, usd_per_gpu_hour=t(f"{t.v['usd_per_gpu_hour']:.2f}"),
@@ -133,31 +164,28 @@ def _self_host(t):
 
 HAND = {
     "pd-1": lambda t: 2 * t(t["model"].billions) * 1e9 * t(t.v["prompt_len"]) / 1e12,
-    "pd-2": lambda t: 1e3 * _ttft(CHAPTER["p8b"], CHAPTER["kv8b"], t(t.v["prompt_len"]),
+    "pd-2": lambda t: 1e3 * _ttft(*_llama8(t), t(t.v["prompt_len"]),
                                   t(t["gpu"].bf16_tflops) * 1e12, t(t["gpu"].tb_per_s) * 1e12),
-    "pd-3": lambda t: 1e3 * _tpot(CHAPTER["p8b"], CHAPTER["kv8b"] * t(t.v["context_len"]), 1,
+    "pd-3": lambda t: 1e3 * _tpot(_llama8(t)[0], _llama8(t)[1] * t(t.v["context_len"]), 1,
                                   get_gpu(t.v["gpu"]).peak_flops("bf16"), t(t["gpu"].gb_per_s) * 1e9),
-    "pd-4": lambda t: _ttft(CHAPTER["p8b"], CHAPTER["kv8b"], t(t.v["prompt_len"]), _gpu(t).peak_flops("bf16"),
-                            _gpu(t).hbm_bandwidth_Bps)
-    / _tpot(CHAPTER["p8b"], CHAPTER["kv8b"] * t.v["prompt_len"], 1, _gpu(t).peak_flops("bf16"),
-            _gpu(t).hbm_bandwidth_Bps),
+    "pd-4": lambda t: _ttft(*_llama8(t), t(t.v["prompt_len"]), t(t["gpu"].bf16_tflops) * 1e12,
+                            t(t["gpu"].tb_per_s) * 1e12)
+    / _tpot(_llama8(t)[0], _llama8(t)[1] * t.v["prompt_len"], 1, t(t["gpu"].bf16_tflops) * 1e12,
+            t(t["gpu"].tb_per_s) * 1e12),
     "pd-5": lambda t: (2 * t(t["model"].n_layers) * t(t["model"].n_heads) * t(t["model"].head_dim)
                        * t(t.v["prompt_len"]) * (t.v["prompt_len"] + 1))
     / (2 * t(t["model"].billions) * 1e9 * t.v["prompt_len"]),
-    "pd-6": lambda t: (_ttft(CHAPTER["p8b"], CHAPTER["kv8b"], t(t.v["prompt_len"]), t(t["gpu"].bf16_tflops) * 1e12,
+    "pd-6": lambda t: (_ttft(*_llama8(t), t(t.v["prompt_len"]), t(t["gpu"].bf16_tflops) * 1e12,
                              t(t["gpu"].gb_per_s) * 1e9)
-                       + t(t.v["output_len"] - 1) * _tpot(CHAPTER["p8b"], CHAPTER["kv8b"] * t(t.v["prompt_len"]
+                       + t(t.v["output_len"] - 1) * _tpot(_llama8(t)[0], _llama8(t)[1] * t(t.v["prompt_len"]
                                                           + t.v["output_len"]), 1, t(t["gpu"].bf16_tflops) * 1e12,
                                                           t(t["gpu"].gb_per_s) * 1e9)),
     "rl-1": lambda t: t(t["gpu"].bf16_tflops) * 1e12 / (t(t["gpu"].gb_per_s) * 1e9),
     "rl-2": lambda t: t(f"{get_gpu('t4').flops[t.v['dtype']] / 1e12:g}") * 1e12 / (t("320") * 1e9),
-    "rl-3": lambda t: 2 * t(t["model"].billions) / (2 * t(t["model"].billions) + t(t.v["context_len"])
-                                                    * t(t["model"].kv_kib_per_token) * 1024 / 1e9),
-    "rl-4": lambda t: min(1, 2 * t("8.03") / (2 * t("8.03") + t(t.v["context_len"]) * t("128") * 1024 / 1e9)
-                          / (t(t["gpu"].bf16_tflops) * 1e12 / (t(t["gpu"].gb_per_s) * 1e9))),
+    "rl-3": lambda t: _rl3(t),
+    "rl-4": lambda t: _rl4(t),
     "rl-5": lambda t: min(t(t["gpu"].bf16_tflops), t(t.v["intensity"]) * t(t["gpu"].tb_per_s)),
-    "rl-6": lambda t: (t(64) * _tpot(CHAPTER["p70b"] / 2, CHAPTER["kv70b"] / 2 * t(2048), 1, 989.5e12, 3.35e12)
-                       / _tpot(CHAPTER["p70b"] / 2, CHAPTER["kv70b"] / 2 * 2048, 64, 989.5e12, 3.35e12)),
+    "rl-6": lambda t: _rl6(t),
     "kv-1": lambda t: 2 * t(t["model"].n_layers) * t(t["model"].n_kv_heads) * t(t["model"].head_dim)
     * {"fp16": 2, "fp8": 1}[t.v["kv_dtype"]],
     "kv-2": lambda t: 2 * t(t["model"].n_layers) * t(t["model"].n_kv_heads) * t(t["model"].head_dim) * 2
@@ -166,9 +194,11 @@ HAND = {
                                  / (2 * 32 * 32 * 128 * 2 * t(t.v["context_len"]))),
     "kv-4": lambda t: math.floor((t(t["gpu"].memory_gib) * GiB - 2 * t("7.62") * 1e9) * 0.9
                                  / (2 * 28 * 4 * 128 * 1 * t(t.v["context_len"]))),
-    "kv-5": lambda t: _min_tp(t(t["gpu"].memory_gib), t("70.55") * 1e9, CHAPTER["kv70b"], t(t.v["context_len"])),
-    "kv-6": lambda t: (math.floor((t.v["n_gpus"] * 80 * GiB - 2 * 70e9) * 0.9 / (CHAPTER["kv70b"] * t.v["context_len"]))
-                       - math.floor((t.v["n_gpus"] * 80 * GiB * 0.9 - 2 * 70e9) / (CHAPTER["kv70b"] * t.v["context_len"]))),
+    "kv-5": lambda t: _min_tp(t(t["gpu"].memory_gib), t("70.55") * 1e9, t(320) * 1024, t(t.v["context_len"])),
+    "kv-6": lambda t: (math.floor((t(t.v["n_gpus"]) * t(80) * GiB - 2 * t(70) * 1e9) * 0.9
+                                  / (t(320) * 1024 * t(t.v["context_len"])))
+                       - math.floor((t.v["n_gpus"] * 80 * GiB * t("0.9") - 2 * 70e9)
+                                    / (320 * 1024 * t.v["context_len"]))),
     "kv-7": lambda t: _kv7(t),
     "bt-1": lambda t: (2 * t(t["model"].billions) * 1e9 + t(t.v["batch"]) * t(t.v["context_len"])
                        * t(t["model"].kv_kib_per_token) * 1024) / 1e9,
@@ -237,11 +267,17 @@ SLIPS = {
               None)],
     "rl-1": [("GB/s read as TB/s", lambda t, ref: ref / 1000, "1000x too small"), ("inverse", lambda t, ref: 1 / ref, None)],
     "rl-2": [("GB/s read as TB/s", lambda t, ref: ref / 1000, "1000x too small")],
-    "rl-3": [("KV left out", lambda t, ref: 1.0, None), ("2 FLOPs per byte", lambda t, ref: 2 * ref, "2x too large")],
-    "rl-4": [("a percentage", lambda t, ref: ref * 100, "percentage")],
+    "rl-3": [("weights only: attention and KV left out", lambda t, ref: 1.0, None),
+             ("attention's FLOPs left out", lambda t, ref: _rl3(t, attention=False), None),
+             ("2 FLOPs per byte", lambda t, ref: 2 * ref, "2x too large")],
+    "rl-4": [("a percentage", lambda t, ref: ref * 100, "percentage"),
+             ("attention's FLOPs left out", lambda t, ref: _rl4(t, attention=False), None)],
     "rl-5": [("no roof", lambda t, ref: t.v["intensity"] * _gpu(t).hbm_bandwidth_Bps / 1e12 * 1.5, None),
              ("GFLOP/s", lambda t, ref: ref * 1000, "1000x too large")],
-    "rl-6": [("batch 64 read as 64x", lambda t, ref: 64, None)],
+    "rl-6": [("the batch as the factor (KV reads left out)", lambda t, ref: float(math.floor(
+                 (80 * GiB - 70.55e9) * 0.9 / (160 * 1024 * t.v["context_len"]))), None),
+             ("no reserve", lambda t, ref: _rl6(t, reserve=1.0), None),
+             ("KV cache not split by TP", lambda t, ref: _rl6(t, kv_split_by_tp=False), None)],
     "kv-1": [("K and V counted once", lambda t, ref: ref / 2, "K and V"),
              ("attention heads for KV heads", lambda t, ref: ref * t["model"].n_heads / t["model"].n_kv_heads,
               lambda t: "attention" if t["model"].n_heads / t["model"].n_kv_heads in (4, 8) else None)],

@@ -52,16 +52,18 @@ def _concurrency_qwen_fp8_cache(gpu="l4", context_len=8192):
 @exercise("kv-5", rtol=0, unit="GPUs",
           vary={"gpu": ("l40s", "a100-40gb", "a100-80gb", "l4", "h100-sxm", "h200", "mi300x"),
                 "context_len": (4096, 8192, 16_384, 32_768)},
-          text="**kv-5.** Llama-3-70B (70.55 billion parameters, fp16) is to be served on {gpu} cards "
-               "({gpu.memory_gib} GiB each) at {context_len:,}-token contexts with a 10% reserve. What is the "
-               "smallest tensor parallel degree that fits weights plus one full sequence per device?")
+          text="**kv-5.** Llama-3-70B (70.55 billion parameters in fp16; 320 KiB of fp16 KV cache per token, "
+               "over 8 KV heads) is to be served on {gpu} cards ({gpu.memory_gib} GiB each) at "
+               "{context_len:,}-token contexts with a 10% reserve. What is the smallest tensor parallel "
+               "degree that fits weights plus one full sequence per device?")
 def _min_tp_llama3_70b(gpu="l40s", context_len=8192):
     return min_tp_degree(get_model("llama-3-70b"), gpu, context_len=context_len)
 
 
 def _kv6_text(n_gpus, context_len):
-    return (f"**kv-6.** On the {n_gpus} x 80 GiB node with 70e9 fp16 parameters and {context_len // 1024}k "
-            f"contexts, how many *more* sequences does the book's convention (10% of what is left after "
+    return (f"**kv-6.** A node of {n_gpus} x 80 GiB GPUs serves a 70B model, counted as 70 billion fp16 "
+            f"parameters, with 320 KiB of fp16 KV cache per token, at {context_len:,}-token contexts. How many "
+            f"*more* sequences does the book's convention (a 10% reserve taken from what is left after the "
             f"weights) admit than vLLM's (`gpu_memory_utilization=0.9` of the total, no activation memory)?")
 
 

@@ -30,9 +30,11 @@ def _ridge_t4(dtype="fp16"):
 
 
 @exercise("rl-3", rtol=1e-3, unit="FLOP/byte", vary={"model": _DENSE, "context_len": _CONTEXTS},
-          text="**rl-3.** What is the arithmetic intensity of one decode step of {model} ({model.billions} "
-               "billion parameters, fp16 weights; KV cache {model.kv_kib_per_token} KiB per token in fp16) at "
-               "batch 1 and a {context_len:,}-token context?")
+          text=r"**rl-3.** What is the arithmetic intensity of one decode step of {model} ({model.billions} "
+               r"billion parameters, fp16 weights; KV cache {model.kv_kib_per_token} KiB per token in fp16; "
+               r"{model.n_layers} layers of {model.n_heads} query heads of size {model.head_dim}) at batch 1 "
+               r"and a context of {context_len:,} tokens? Count the weights' $2P$ FLOPs and attention's "
+               r"$4 L H d_\text{{head}}$ FLOPs per token of context.")
 def _batch1_intensity(model="llama-3-8b", context_len=4096):
     return decode_intensity(get_model(model), 1, context_len)
 
@@ -40,7 +42,8 @@ def _batch1_intensity(model="llama-3-8b", context_len=4096):
 @exercise("rl-4", rtol=1e-3, unit="(fraction)", vary={"gpu": _AN_BF16, "context_len": _CONTEXTS},
           text="**rl-4.** What fraction of an {gpu}'s bf16 arithmetic ({gpu.bf16_tflops} TFLOP/s, "
                "{gpu.gb_per_s} GB/s) can a batch-1 decode step of Llama-3-8B (8.03 billion parameters, "
-               "128 KiB of KV per token) at a {context_len:,}-token context use? Answer as a fraction.")
+               "128 KiB of KV per token; 32 layers of 32 query heads of size 128) use at a context of "
+               "{context_len:,} tokens, attention's FLOPs included? Answer as a fraction.")
 def _batch1_utilization(gpu="l4", context_len=4096):
     return compute_utilization(decode_intensity(get_model("llama-3-8b"), 1, context_len), ridge_point(gpu, "bf16"))
 
@@ -55,10 +58,11 @@ def _attainable_tflops(gpu="h100-sxm", intensity=50):
 
 
 @exercise("rl-6", rtol=1e-3, unit="x", vary={"context_len": (1024, 2048, 4096)},
-          text="**rl-6.** In the war story (Llama-3-70B, fp16, TP=2 on H100 SXM with 80 GiB each, "
-               "{context_len:,}-token contexts, 10% reserve), by what factor does the largest batch the "
-               "replica's KV memory holds raise its predicted decode tokens/s over batch 1? (Roofline, "
-               "communication left out.)")
+          text="**rl-6.** The war story's replica serves Llama-3-70B (70.55 billion parameters; 320 KiB of "
+               "KV cache per token, over 8 KV heads) in fp16 with TP=2 on two H100 SXM cards (80 GiB, "
+               "989.5 dense bf16 TFLOP/s and 3.35 TB/s each), at {context_len:,}-token contexts with a 10% "
+               "reserve. By what factor does the largest batch its KV memory holds raise its predicted "
+               "decode tokens/s over batch 1? (Roofline, communication left out.)")
 def _war_story_gain(context_len=2048):
     m = get_model("llama-3-70b")
     batch = max_decode_batch(m, "h100-sxm", context_len, tp_degree=2)      # 41 at 2,048: all the KV memory holds
