@@ -103,7 +103,8 @@ def test_roofline_figure_marks_batches_that_do_not_fit_in_both_panels():
     fig = roofline_figure("llama-3-8b", "h100-sxm", context_len=4096, batches=(1, 64, 256))  # 117 fit at 4k
     for ax in fig.axes[:2]:
         assert [face[3] for face in ax.collections[0].get_facecolors()] == [1, 1, 0]   # hollow: no fill
-    assert any("beyond the 117 sequences" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    # One legend for the figure, below the panels (servelib.plots.legend).
+    assert any("beyond the 117 sequences" in t.get_text() for t in fig.legends[0].get_texts())
     plt.close(fig)
 
 
