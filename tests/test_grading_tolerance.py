@@ -218,6 +218,8 @@ HAND = {
     "cap-7": lambda t: derive(dataclasses.replace(sound_plan(), output_fraction=_pct(t))).cheapest_floor_percentile,
     "cap-6": lambda t: len(audit(dataclasses.replace(sound_plan(), admission="prompt", shared_tiers=True,
                                                      batching="static", claimed_concurrency=int(t(t.v["claimed"]))))),
+    # The first pair holds both slots from prefill + transfer; the second pair waits for them.
+    "dis-7": lambda t: t(t.v["prefill_ms"]) + t(t.v["transfer_ms"]) + 2 * (t(t.v["output_len"]) - 1) * t(t.v["step_ms"]),
 }
 
 #: The usual slips: (name, the wrong answer, words its hint must contain: a string, None for
@@ -315,6 +317,11 @@ SLIPS = {
               ("100 u* (the break-even as the percentile)", lambda t, ref: 100 - ref, None),
               ("the median", lambda t, ref: 50.0, None)],
     "cap-6": [("one too few", lambda t, ref: ref - 1, "off by one")],
+    "dis-7": [("the transfer left out", lambda t, ref: ref - t.v["transfer_ms"], None),
+              ("no wait for a slot", lambda t, ref: 2 * t.v["prefill_ms"] + t.v["transfer_ms"]
+               + (t.v["output_len"] - 1) * t.v["step_ms"], None),
+              ("a decode step for every token", lambda t, ref: ref + 2 * t.v["step_ms"], None),
+              ("seconds for ms", lambda t, ref: ref / 1000, "1000x too small")],
 }
 
 CASES = [(ex_id, v) for ex_id in sorted(REGISTRY) for v in all_variants(REGISTRY[ex_id])]
