@@ -655,7 +655,8 @@ from servelib.book import table
 from servelib.sim import (PoolSpec, Request, kv_transfer_time, simulate_disaggregated,
                           simulate_pool, sized_pool)
 
-one_plan, two_plan = rows["one pool", True], rows["two pools", True]
+one_plan = cheapest_mixed_pool(llama70, h100, wl, slo, tp_degrees=(2, 4, 8))
+two_plan = cheapest_disaggregated(llama70, h100, wl, slo, tp_degrees=(2, 4, 8), **link)
 move_kv = kv_transfer_time(llama70, tp_degree=two_plan.prefill.tp_degree, **link)
 
 
@@ -748,9 +749,9 @@ for key, r in (("pools_usd_one", one), ("pools_usd_two", two)):
 # KV lands while a decode step is under way and waits for the next one
 # ({glue:text}`pools_wait99` at the 99th percentile); that wait is in its TPOT,
 # {glue:text}`pools_two_tpot90` at p90 for two pools against
-# {glue:text}`pools_one_tpot90` for one pool, whose decodes share a step with a prompt
-# only part of the time. In money, {glue:text}`pools_usd_one` per million tokens for one
-# pool, {glue:text}`pools_usd_two` for two.
+# {glue:text}`pools_one_tpot90` for one pool, whose steps reach the target only while
+# they carry a chunk of a prompt. In money, {glue:text}`pools_usd_one` per million
+# tokens for one pool, {glue:text}`pools_usd_two` for two.
 #
 # If the GPUs overlap none of a step's arithmetic with its memory traffic (the rows
 # without overlap), the same one pool collapses: its {glue:text}`mixed_chunk`-token
@@ -797,6 +798,8 @@ for name, color in (("one pool", "C0"), ("two pools", "C1")):
         ax.plot(loads, ratios, style, marker="o", color=color,
                 label=f"{name} ({gpus} GPUs), {metric[:4].upper()}")
 ax.axhline(1, color="grey", lw=0.8, ls=":", label="the target")
+ax.set_yticks([0.25, 0.5, 1, 2, 4], ["0.25", "0.5", "1", "2", "4"])
+ax.minorticks_off()
 plots.legend(fig)
 
 # %% [markdown]
