@@ -1,8 +1,7 @@
 """Exercises of the chapter "Disaggregated prefill and decode" (notebooks/10_disaggregated.ipynb).
 
 Each reference takes the exercise's constants as keyword arguments, the book's values as
-defaults, and computes the answer with :mod:`servelib.disagg` and :mod:`servelib.queueing`,
-or runs :func:`servelib.sim.simulate_disaggregated`.
+defaults, and computes the answer with :mod:`servelib.disagg` and :mod:`servelib.queueing`.
 """
 import math
 
