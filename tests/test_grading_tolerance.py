@@ -190,7 +190,8 @@ HAND = {
     "sch-5": lambda t: math.ceil(t(t.v["tokens"]) / t(t.v["block_size"])) * t.v["block_size"] - t.v["tokens"],
     "sch-6": lambda t: math.ceil(t(t.v["prompt_len"]) / (t(t.v["max_batched_tokens"]) - 1)) * t(t.v["step_ms"]) / 1e3,
     # The first pair holds both slots from prefill + transfer; the second pair waits for them.
-    "dis-7": lambda t: t(t.v["prefill_ms"]) + t(t.v["transfer_ms"]) + 2 * (t(t.v["output_len"]) - 1) * t(t.v["step_ms"]),
+    "dis-7": lambda t: (t(t.v["prefill_ms"]) + t(t.v["transfer_ms"])
+                        + 2 * (t(t.v["output_len"]) - 1) * t(t.v["step_ms"])),
     "ec-1": lambda t: 1000 * _blended_per_1k(CHAPTER[t.v["api"]], t(f"{t.v['output_fraction']:.0%}"[:-1]) / 100),
     "ec-2": lambda t: (t(t.v["n_ptu"]) * CHAPTER["ptu"][t.v["term"]]
                        / _blended_per_1k(CHAPTER["gpt-4o"], t(f"{t.v['output_fraction']:.0%}"[:-1]) / 100) * 1000),

@@ -183,9 +183,11 @@ class DeploymentResult(SimResult):
 
     Per request: ``ttft_s`` (arrival to the first token reaching the user, the transfer
     included), ``tpot_s``, ``latency_s``, ``status``, ``transfer_s`` (0 where there was
-    none) and ``decode_wait_s``, the time its KV waited at a decode instance for a slot in
-    the batch (part of the first gap between tokens; NaN where there was no decode pool). ``makespan_s``: first arrival to the end of the last step of any instance.
-    ``n_steps`` and the preemption counts: summed over instances. KV figures
+    none) and ``decode_wait_s``, the time its KV waited at a decode instance for the next
+    step (the one under way, then any for a free slot: part of the gap before its second
+    token; NaN where there was no decode pool). ``makespan_s``: first arrival to the end of
+    the last step of any instance. ``n_steps`` and the preemption counts: summed over
+    instances. KV figures
     (``kv_capacity_tokens``, ``kv_peak_tokens``, ``kv_peak_used_tokens``) are those of one
     instance of the pool that decodes (the most any one reached). ``trace``: every
     instance's steps, pool after pool and instance after instance (not in time order), so
