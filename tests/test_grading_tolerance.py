@@ -219,6 +219,9 @@ HAND = {
     "sch-4": lambda t: 4 * ((t(t.v["cache_tokens"]) - 4 * t(t.v["prompt_len"] + 1)) // 4 + 1),
     "sch-5": lambda t: math.ceil(t(t.v["tokens"]) / t(t.v["block_size"])) * t.v["block_size"] - t.v["tokens"],
     "sch-6": lambda t: math.ceil(t(t.v["prompt_len"]) / (t(t.v["max_batched_tokens"]) - 1)) * t(t.v["step_ms"]) / 1e3,
+    # The first pair holds both slots from prefill + transfer; the second pair waits for them.
+    "dis-7": lambda t: (t(t.v["prefill_ms"]) + t(t.v["transfer_ms"])
+                        + 2 * (t(t.v["output_len"]) - 1) * t(t.v["step_ms"])),
     "ec-1": lambda t: 1000 * _blended_per_1k(CHAPTER[t.v["api"]], t(f"{t.v['output_fraction']:.0%}"[:-1]) / 100),
     "ec-2": lambda t: (t(t.v["n_ptu"]) * CHAPTER["ptu"][t.v["term"]]
                        / _blended_per_1k(CHAPTER["gpt-4o"], t(f"{t.v['output_fraction']:.0%}"[:-1]) / 100) * 1000),
@@ -311,6 +314,11 @@ SLIPS = {
     "sch-4": [("one step more", lambda t, ref: ref + 4, None)],
     "sch-5": [("the used part of the last block", lambda t, ref: t.v["tokens"] % t.v["block_size"], None)],
     "sch-6": [("one step less", lambda t, ref: ref - t.v["step_ms"] / 1e3, None)],
+    "dis-7": [("the transfer left out", lambda t, ref: ref - t.v["transfer_ms"], None),
+              ("no wait for a slot", lambda t, ref: 2 * t.v["prefill_ms"] + t.v["transfer_ms"]
+               + (t.v["output_len"] - 1) * t.v["step_ms"], None),
+              ("a decode step for every token", lambda t, ref: ref + 2 * t.v["step_ms"], None),
+              ("seconds for ms", lambda t, ref: ref / 1000, "1000x too small")],
     "ec-1": [("per 1k tokens", lambda t, ref: ref / 1000, "1000x too small")],
     "ec-2": [("per-1M price taken as per-1k", lambda t, ref: ref / 1000, "1000x too small")],
     "ec-3": [("not rounded to the step", lambda t, ref: ref - 5, None)],

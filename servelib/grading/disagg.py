@@ -9,6 +9,7 @@ from ..disagg import (SLO, Workload, chunked_prefill, kv_transfer_bytes, mixed_s
                       size_disaggregated, transfer_time_s, usd_per_million_tokens)
 from ..models import get_model
 from ..queueing import md1_max_utilization
+from ..sim import PoolSpec, Request, simulate_disaggregated
 from .registry import exercise
 
 
@@ -56,3 +57,19 @@ def _split_pools_cost(model="llama-3-70b", gpu="h100-sxm", rate_per_s=32, prompt
     split = size_disaggregated(get_model(model), gpu, wl, SLO(ttft_s, tpot_s), prefill_tp=prefill_tp,
                                decode_tp=decode_tp, link_Bps=link_GBps * 1e9, link_latency_s=latency_us * 1e-6)
     return usd_per_million_tokens(split.n_gpus, wl, usd_per_gpu_hour)
+
+
+@exercise("dis-7", rtol=1e-3, unit="ms",
+          vary={"prefill_ms": (30, 40, 50, 60), "step_ms": (10, 12, 15), "transfer_ms": (2, 4, 6),
+                "output_len": (8, 10, 12)},
+          text="**dis-7.** Separate pools: two prefill instances each take one prompt at a time, "
+               "{prefill_ms} ms a prompt; one decode instance has two slots and {step_ms} ms steps; moving "
+               "a prompt's KV between them takes {transfer_ms} ms. Four requests arrive at t = 0, each "
+               "answering {output_len} tokens (the first from the prefill), and are dealt to the prefill "
+               "instances in turn. When does the last one finish (ms)? Work out the timeline, then check "
+               "it with `simulate_disaggregated`.")
+def _two_pool_timeline_ms(prefill_ms=40, step_ms=12, transfer_ms=4, output_len=10):
+    reqs = [Request(0.0, 100, output_len) for _ in range(4)]
+    run = simulate_disaggregated(reqs, prefill=PoolSpec(2, prefill_ms / 1e3, 1),
+                                 decode=PoolSpec(1, step_ms / 1e3, 2), transfer_s=transfer_ms / 1e3)
+    return float(run.latency_s.max()) * 1e3

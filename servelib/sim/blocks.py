@@ -133,6 +133,29 @@ class KVPool:
         self._hold_prefix(shared, pfx, p)
         return True
 
+    def try_admit_prefilled(self, own_ctx, own_final, shared, pfx):
+        """Admit a sequence that arrives holding ``own_ctx`` own tokens of KV made elsewhere
+        (a prefill instance's) and decodes in this step: it takes the units of those tokens,
+        plus the one its next token opens when its last unit is full (this step's growth was
+        reserved before it came). Final admission commits its final length first."""
+        p = self._prefix_need(shared, pfx)
+        a = self.units(own_ctx) + p
+        extra = 1 if self.grows and own_ctx % self.unit == 0 else 0
+        if self.final:
+            c = self.units(own_final) + p
+            if self.commit + c > self.cap:
+                return False
+            self.commit += c
+            if self.reserve:
+                a = c
+        elif self.alloc + self.pending + a + extra > self.cap:
+            return False
+        self.alloc += a
+        self.pending += extra
+        self.used_tokens += own_ctx
+        self._hold_prefix(shared, pfx, p)
+        return True
+
     def free(self, own_now, own_final, shared, pfx):
         """Release a sequence holding ``own_now`` own tokens (final length ``own_final``)."""
         if self.reserve:

@@ -90,6 +90,12 @@ class Scheduler:
     ``observer``: None, or an object with methods ``admitted(i, ctx_tokens)``,
     ``decoding(i)``, ``stopped(i)``, ``released(i)`` and ``killed(indices)``. ``detail``:
     fill :attr:`Step.max_context` (O(batch) per step, for step-time models that need it).
+    ``prefilled``: the replica is a decode instance of a disaggregated deployment
+    (:func:`servelib.sim.simulate_disaggregated`): every request arrives holding its
+    prompt's KV and its first token, made elsewhere, so admission starts it decoding in the
+    step being planned and no step ever prefills; its first token counts at its arrival.
+    Needs ``preemption=None`` (a recompute would prefill here) and every ``output_len``
+    >= 2 (a one-token answer has nothing left to decode).
 
     Read by executors: ``t`` (the clock, s), ``s`` (steps run), ``trace`` (columns of
     :class:`servelib.sim.Trace` as lists). :meth:`result` builds the
@@ -97,9 +103,10 @@ class Scheduler:
     """
 
     def __init__(self, requests, pool, *, static, max_batch, preemption, budget_tokens,
-                 retire_before_admit=True, reject_oversized=True, observer=None, detail=False):
+                 retire_before_admit=True, reject_oversized=True, observer=None, detail=False,
+                 prefilled=False):
         self.reqs, self.pool, self.static, self.max_batch = requests, pool, static, max_batch
-        self.detail = detail
+        self.detail, self.prefilled = detail, prefilled
         self.preemption, self.budget_tokens = preemption, budget_tokens
         self.rba, self.reject_oversized, self.obs = retire_before_admit, reject_oversized, observer
         reqs = requests
@@ -116,14 +123,14 @@ class Scheduler:
         self.order = sorted(range(n), key=self.arr.__getitem__)
         self.nxt = 0              # index into order of the next arrival
         self.st = [FUTURE] * n
-        self.g = [0] * n          # tokens generated (for a decoding request: base + step)
+        self.g = [int(prefilled)] * n   # tokens generated (for a decoding request: base + step)
         self.base = [0] * n
         self.key = [0] * n        # block-boundary phase of a decoding request (KVPool)
         self.ep = [0] * n         # bumps whenever a request leaves the batch (lazy heap deletion)
         self.rem = [0] * n        # prefill tokens still to process
         self.swapped = [False] * n
         self.left_at = [-1] * n   # step at which a preempted request left the batch
-        self.first_t = [math.nan] * n
+        self.first_t = list(self.arr) if prefilled else [math.nan] * n
         self.last_t = [math.nan] * n
         self.done_t = [math.nan] * n
         self.rejections = []
@@ -214,6 +221,9 @@ class Scheduler:
             self.swapped[i] = False
             self.swapped_tok += own
             self.step_swap += own
+        elif self.prefilled:
+            if not pool.try_admit_prefilled(own, self.own_final[i], self.shared[i], self.pfx[i]):
+                return False
         else:
             if not pool.try_admit(own, self.own_final[i], self.shared[i], self.pfx[i]):
                 return False
@@ -226,7 +236,7 @@ class Scheduler:
         self.in_flight += 1
         self.adm_seq += 1
         heapq.heappush(self.lifo, (-self.adm_seq, i, self.ep[i]))
-        if swap_in:
+        if swap_in or self.prefilled:
             self.start_decode(i)
         else:
             self.st[i] = PREFILL

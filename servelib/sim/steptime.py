@@ -10,7 +10,7 @@ import numpy as np
 from .. import _check
 from ..hardware import as_gpu
 from ..memory import _kv_bytes_at, kv_bytes_per_token, weight_bytes
-from ..roofline import decode_bytes_per_step, decode_weight_bytes, prefill_flops, step_time_s
+from ..roofline import decode_bytes_per_step, decode_weight_bytes, prefill_flops, serial_step_time_s, step_time_s
 
 
 #: Host link of a current datacentre GPU, bytes/s in one direction: PCIe 5.0 x16 (32 GT/s per
@@ -34,7 +34,8 @@ def swap_s_per_token(model, *, link_Bps: float = PCIE_GEN5_X16_Bps, bytes_per_el
 
 
 def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: float = 2,
-                       bytes_per_elem: float = 2, tp_degree: int = 1, link_Bps: float = PCIE_GEN5_X16_Bps):
+                       bytes_per_elem: float = 2, tp_degree: int = 1, link_Bps: float = PCIE_GEN5_X16_Bps,
+                       overlap: bool = True):
     """Return ``f(batch, tokens, kv_tokens) -> seconds``, the roofline time of one step.
 
     A step processing ``tokens`` tokens (decode tokens plus prefill tokens) for ``batch``
@@ -43,7 +44,9 @@ def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: floa
     (:func:`servelib.roofline.decode_bytes_per_step`); it takes the larger of compute time
     and memory time (:func:`servelib.roofline.step_time_s`). Under tensor parallelism each
     of ``tp_degree`` devices does its share; communication is ignored, so this is a lower
-    bound. ``gpu`` is a GPUSpec or a preset name.
+    bound. ``overlap=False`` takes their sum instead
+    (:func:`servelib.roofline.serial_step_time_s`), the bound of a GPU that overlaps none
+    of its arithmetic with its memory traffic. ``gpu`` is a GPUSpec or a preset name.
 
     For a mixture of experts the weights read are those the step's tokens route to
     (:func:`servelib.roofline.decode_weight_bytes`); for a model whose layers do not all
@@ -60,6 +63,9 @@ def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: floa
     kv_tok = kv_bytes_per_token(model, bytes_per_elem, tp_degree=tp)
     params = model.n_active_params / tp
     peak, bw = gpu.peak_flops(dtype), gpu.hbm_bandwidth_Bps
+    if not isinstance(overlap, bool):
+        raise TypeError(f"overlap must be True or False, got {type(overlap).__name__} {overlap!r}")
+    bound = step_time_s if overlap else serial_step_time_s
 
     def step_time(batch: int, tokens: int, kv_tokens: int) -> float:
         b = _check.positive_int("batch", batch)
@@ -67,7 +73,7 @@ def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: floa
         kv_per_seq = (kv * kv_tok / b if not model.layers
                       else _kv_bytes_at(model, kv / b, bytes_per_elem, tp))
         w_step = decode_weight_bytes(model, tokens, bytes_per_param) / tp if model.is_moe else w
-        return step_time_s(prefill_flops(params, tokens), decode_bytes_per_step(w_step, kv_per_seq, b), peak, bw)
+        return bound(prefill_flops(params, tokens), decode_bytes_per_step(w_step, kv_per_seq, b), peak, bw)
 
     step_time.swap_s_per_token = swap_s_per_token(model, link_Bps=link_Bps, bytes_per_elem=bytes_per_elem,
                                                   tp_degree=tp)
