@@ -190,8 +190,8 @@ HAND = {
     "bt-5": lambda t: (8 // t.v["tp_degree"]) * math.floor(
         (80 * GiB - 2 * CHAPTER["p70b"] / t.v["tp_degree"]) * 0.9
         / (CHAPTER["kv70b"] / t.v["tp_degree"] * t.v["context_len"])),
-    "bt-6": lambda t: t(t.v["batch"]) / _tpot(CHAPTER["p8b"], CHAPTER["kv8b"] * t(t.v["context_len"]), t.v["batch"],
-                                              _gpu(t).peak_flops("bf16"), _gpu(t).hbm_bandwidth_Bps),
+    "bt-6": lambda t: t(t.v["batch"]) / _tpot(t("8.03") * 1e9, t(128) * 1024 * t(t.v["context_len"]), t.v["batch"],
+                                              t(t["gpu"].bf16_tflops) * 1e12, t(t["gpu"].tb_per_s) * 1e12),
     "sch-1": lambda t: _continuous(t.v["outputs"], 2) * t(t.v["step_ms"]) / 1e3,
     "sch-2": lambda t: (simulate(policy="static", **(kw := workloads.uneven_outputs(seed=int(t(t.v["seed"])))))
                         .makespan_s / simulate(policy="continuous", **kw).makespan_s),

@@ -70,7 +70,8 @@ def _concurrency_of_a_node(tp_degree=4, context_len=8192):
 @exercise("bt-6", rtol=1e-3, unit="tokens/s",
           vary={"gpu": ("h100-sxm", "a100-80gb", "h200", "h100-pcie", "mi300x"),
                 "batch": (16, 32, 48, 64, 96), "context_len": (1024, 2048, 4096)},
-          text="**bt-6.** Predict the decode throughput (tokens/s) of Llama-3-8B on one {gpu} at a batch of "
-               "{batch} and a {context_len:,}-token context.")
+          text="**bt-6.** Predict the decode throughput (tokens/s) of Llama-3-8B (8.03 billion parameters, "
+               "128 KiB of KV per token) on one {gpu} ({gpu.bf16_tflops} dense bf16 TFLOP/s, {gpu.tb_per_s} "
+               "TB/s) at a batch of {batch} and a {context_len:,}-token context.")
 def _decode_throughput(gpu="h100-sxm", batch=64, context_len=2048):
     return decode_tokens_per_s(get_model("llama-3-8b"), gpu, batch, context_len)
