@@ -367,7 +367,7 @@ def test_lasting_crossover_is_where_self_hosting_stays_cheaper(n_engineers, pric
 def test_lasting_crossover_of_the_chapter():
     # Against gpt-4o and its batch API the staircase never crosses back; against the same
     # model hosted ($0.90/1M), one engineer's deployment first breaks even at 32.9 B tokens,
-    # costs more again from 34.0 B (where a replica is added) to 41.0 B, and only then stays
+    # costs more again from 33.9 B (where a replica is added) to 41.0 B, and only then stays
     # cheaper; with two engineers 65.8 B, then 73.9 B.
     sh = scenarios.SELF_HOST
     for e in (0, 0.25, 1, 2):
