@@ -817,8 +817,8 @@ glue("ec_cross_hosted", f"{cross_hosted[sc.ENGINEERS_PLANNED] / 1e9:.1f} B")
 # {glue:text}`ec_replica_usd` a month and carries up to {glue:text}`ec_replica_tokens`
 # tokens at the 60% ceiling; at the hosted price those dollars buy
 # {glue:text}`ec_replica_in_hosted` tokens (at gpt-4o's, only
-# {glue:text}`ec_replica_in_gpt4o`). A break-even that falls closer than that to the end
-# of its step is lost again when the next replica is added. With one engineer,
+# {glue:text}`ec_replica_in_gpt4o`). A break-even that falls within that many tokens of
+# the end of its step is lost again when the next replica is added. With one engineer,
 # self-hosting first costs no more at {glue:text}`ec_hosted1_first`; at
 # {glue:text}`ec_hosted1_edge` a third replica is due, the bill jumps by
 # {glue:text}`ec_replica_usd`, and it costs more than the hosted price again up to
