@@ -63,34 +63,36 @@ from servelib.measure import pick_device
 DEVICE = pick_device()
 print(f"measuring on {DEVICE}")
 
-# %%
+# %% tags=["hide-input"]
 import math
 import pathlib
 
 from servelib import plots
-from servelib.book import glue
+from servelib.book import glue, table
 from servelib.grading import check
 from servelib.hardware import get_gpu, ridge_point
 from servelib.interconnect import fit_allreduce, get_link
-from servelib.measure import describe, load_profiles, measure_profile, profile_label, time_allreduce
+from servelib.measure import describe, load_profiles, measure_profile, time_allreduce
 from servelib.memory import capacity, kv_bytes_per_sequence, min_tp_degree, weight_bytes
 from servelib.models import get_model
-from servelib.published import (GPT_FAST_SOURCE, fit_tp_scaling, predicted_tpot_s, published_decode,
-                                weights_read_per_gpu_bytes)
-from servelib.roofline import (check_batch_fits, critical_batch, decode_bytes_per_step, decode_intensity,
-                               decode_intensity_limit, decode_step, decode_tokens_per_s, max_decode_batch,
+from servelib.published import (GPT_FAST_SOURCE, fit_tp_scaling, predicted_tpot_s,
+                                published_decode, weights_read_per_gpu_bytes)
+from servelib.roofline import (check_batch_fits, critical_batch, decode_bytes_per_step,
+                               decode_intensity, decode_intensity_limit, decode_step,
+                               decode_tokens_per_s, max_decode_batch,
                                tp_allreduce_bytes)
 from servelib.units import GiB, KiB, fmt_bytes
 
 plots.apply_style()
-DATA = pathlib.Path("../book/data")   # profiles committed with the book (python -m servelib.measure)
+# Profiles committed with the book (python -m servelib.measure).
+DATA = pathlib.Path("../book/data")
 
 # %% [markdown]
 # ## Bytes per step: $W + B \cdot KV$
 #
 # One decode step for a batch of $B$ sequences reads every weight once, because all $B$
 # tokens go through the same matrices together, and reads each sequence's own KV cache.
-# Each sequence does $2P$ FLOPs through the weights and $A = 4 L H d_{head} \cdot
+# Each sequence does $2P$ FLOPs through the weights and $A = 4 L H d_\text{head} \cdot
 # \text{context}$ more in attention over its cache:
 #
 # $$
@@ -110,19 +112,22 @@ DATA = pathlib.Path("../book/data")   # profiles committed with the book (python
 # NBVAL_CHECK_OUTPUT
 llama70 = get_model("llama-3-70b")
 W70 = weight_bytes(llama70)
-print(f"{'batch':>6}{'context':>9}{'weights GiB':>13}{'KV GiB':>8}{'step GiB':>10}{'FLOP/byte':>11}")
+rows = []
 for ctx in (1024, 8192):
     kv = kv_bytes_per_sequence(llama70, ctx)
     for batch in (1, 8, 32, 128):
-        total = decode_bytes_per_step(W70, kv, batch)
-        print(f"{batch:>6}{ctx:>9}{W70 / GiB:>13.1f}{batch * kv / GiB:>8.1f}{total / GiB:>10.1f}"
-              f"{decode_intensity(llama70, batch, ctx):>11.1f}")
+        step = decode_bytes_per_step(W70, kv, batch)
+        rows.append((batch, ctx, W70 / GiB, batch * kv / GiB, step / GiB,
+                     decode_intensity(llama70, batch, ctx)))
+print(table(rows, ["batch", "context", "weights GiB", "KV GiB", "step GiB",
+                   "FLOP/byte"], ["", ",d", ".1f", ".1f", ".1f", ".1f"]))
 kv_over_w = 128 * kv / W70                   # kv is the 8k-context sequence here
 print(f"batch 128 at 8k: KV bytes / weight bytes = {kv_over_w:.1f}")
 assert decode_bytes_per_step(W70, kv, 128) == W70 + 128 * kv
-assert round(W70 / GiB, 1) == 131.4 and round(kv_over_w, 1) == 2.4
 
 # %% tags=["remove-cell"]
+# The figures the prose quotes, pinned (run by the tests, hidden in the book).
+assert round(W70 / GiB, 1) == 131.4 and round(kv_over_w, 1) == 2.4
 glue("w70_gib", fmt_bytes(W70))
 glue("kv_over_w_8k", f"{kv_over_w:.1f}");
 
@@ -154,23 +159,30 @@ glue("kv_over_w_8k", f"{kv_over_w:.1f}");
 ridge = ridge_point("h100-sxm", "bf16")
 llama8 = get_model("llama-3-8b")
 print(f"H100 SXM bf16 ridge: {ridge:.0f} FLOP/byte")
-print(f"{'model':<12}{'context':>9}{'limit (2P+A)/KV':>17}{'weights only 2P/KV':>20}{'compute-bound from batch':>26}")
+rows = []
 for m in (llama8, llama70):
     for ctx in (128, 1024, 2048, 8192, 32768):
         b = critical_batch(m, ridge, ctx)
-        print(f"{m.name:<12}{ctx:>9}{decode_intensity_limit(m, ctx):>17.1f}"
-              f"{decode_intensity_limit(m, ctx, attention=False):>20.1f}{b if b else 'never':>26}")
-assert critical_batch(llama70, ridge, 1024) == 933 and critical_batch(llama70, ridge, 8192) is None
+        rows.append((m.name, ctx, decode_intensity_limit(m, ctx),
+                     decode_intensity_limit(m, ctx, attention=False), b or "never"))
+print(table(rows, ["model", "context", "limit (2P+A)/KV", "weights only 2P/KV",
+                   "compute-bound from batch"], ["", ",d", ".1f", ".1f", ""]))
+
+# %% tags=["remove-cell"]
+assert critical_batch(llama70, ridge, 1024) == 933
+assert critical_batch(llama70, ridge, 8192) is None
 assert round(decode_intensity_limit(llama70, 8192) / ridge, 2) == 0.21
 assert round(decode_intensity_limit(llama8, 32768), 1) == 7.7
 assert round(decode_intensity_limit(llama8, 32768, attention=False), 1) == 3.7
-
-# %% tags=["remove-cell"]
-glue("limit70_8k", f"{decode_intensity_limit(llama70, 8192):.0f}")
-glue("limit70_8k_weights", f"{decode_intensity_limit(llama70, 8192, attention=False):.0f}")
-glue("limit8_32k", f"{decode_intensity_limit(llama8, 32768):.1f}")
-glue("limit8_32k_weights", f"{decode_intensity_limit(llama8, 32768, attention=False):.1f}")
-glue("limit70_8k_share", f"{decode_intensity_limit(llama70, 8192) / ridge:.0%}")
+limit70 = decode_intensity_limit(llama70, 8192)
+weights70 = decode_intensity_limit(llama70, 8192, attention=False)
+limit8 = decode_intensity_limit(llama8, 32768)
+weights8 = decode_intensity_limit(llama8, 32768, attention=False)
+glue("limit70_8k", f"{limit70:.0f}")
+glue("limit70_8k_weights", f"{weights70:.0f}")
+glue("limit8_32k", f"{limit8:.1f}")
+glue("limit8_32k_weights", f"{weights8:.1f}")
+glue("limit70_8k_share", f"{limit70 / ridge:.0%}")
 glue("bstar70_1k", critical_batch(llama70, ridge, 1024));
 
 # %% [markdown]
@@ -187,13 +199,16 @@ batches = [2**k for k in range(11)]
 fig, ax = plots.new_axes("batch size", "decode arithmetic intensity (FLOP/byte)",
                          "Llama-3-70B, fp16 weights and KV", logx=True, logy=True)
 for ctx in (512, 2048, 8192, 32768):
-    node = max_decode_batch(llama70, "h100-sxm", ctx, tp_degree=8)      # what 8 H100s (TP=8) hold
+    node = max_decode_batch(llama70, "h100-sxm", ctx, tp_degree=8)   # what 8 H100s hold
     inside = [b for b in batches if b < node] + [node]
     beyond = [node] + [b for b in batches if b > node]
-    (line,) = ax.plot(inside, [decode_intensity(llama70, b, ctx) for b in inside], marker="o", ms=3,
+    (line,) = ax.plot(inside, [decode_intensity(llama70, b, ctx) for b in inside],
+                      marker="o", ms=3,
                       label=f"context {ctx:,} (8 x H100 hold {node:,})")
-    ax.plot(beyond, [decode_intensity(llama70, b, ctx) for b in beyond], ls=":", color=line.get_color())
-    ax.plot([node], [decode_intensity(llama70, node, ctx)], "s", color=line.get_color(), ms=6)
+    color = line.get_color()
+    ax.plot(beyond, [decode_intensity(llama70, b, ctx) for b in beyond],
+            ls=":", color=color)
+    ax.plot([node], [decode_intensity(llama70, node, ctx)], "s", color=color, ms=6)
 ax.axhline(ridge, color="grey", ls="--", lw=1, label=f"H100 ridge ({ridge:.0f})")
 plots.legend(fig)
 
@@ -212,13 +227,13 @@ plots.legend(fig)
 # 10% reserve):
 
 # %%
-fig, ax = plots.new_axes("batch size", "decode tokens/s (predicted)", "Llama-3-8B on one H100 SXM",
-                         logx=True, logy=True)
+fig, ax = plots.new_axes("batch size", "decode tokens/s (predicted)",
+                         "Llama-3-8B on one H100 SXM", logx=True, logy=True)
 for ctx in (1024, 4096, 16384):
     cap = capacity(llama8, "h100-sxm", n_gpus=1, context_len=ctx).sequences_per_replica
     bs = [b for b in batches if b <= cap] + [cap]
-    ax.plot(bs, [decode_tokens_per_s(llama8, "h100-sxm", b, ctx) for b in bs], marker="o", ms=3,
-            label=f"context {ctx:,} (fits {cap})")
+    ax.plot(bs, [decode_tokens_per_s(llama8, "h100-sxm", b, ctx) for b in bs],
+            marker="o", ms=3, label=f"context {ctx:,} (fits {cap})")
 plots.legend(fig)
 
 # %% [markdown]
@@ -240,25 +255,28 @@ plots.legend(fig)
 # %%
 live = measure_profile(quick=True)
 print("measured on:", describe(live))
-print(f"{'batch':>6}{'step ms':>9}{'roofline':>10}{'no overlap':>12}{'tokens/s':>10}")
-for p in live["batching_sweep"]:
-    print(f"{p['batch']:>6}{p['step_s'] * 1e3:>9.2f}{p['predicted_step_s'] * 1e3:>10.2f}"
-          f"{p['predicted_serial_s'] * 1e3:>12.2f}{p['tokens_per_s']:>10.0f}")
+sw = live["batching_sweep"]
+rows = [(p["batch"], p["step_s"] * 1e3, p["predicted_step_s"] * 1e3,
+         p["predicted_serial_s"] * 1e3, p["tokens_per_s"]) for p in sw]
+print(table(rows, ["batch", "step ms", "roofline ms", "no overlap ms", "tokens/s"],
+            ["", ".2f", ".2f", ".2f", ",.0f"]))
 if live["sweep_stopped_at"]:
     print(f"stopped at batch {live['sweep_stopped_at']}: {live['sweep_stop_reason']}")
-sw = live["batching_sweep"]
 glue("live_gain", f"{sw[-1]['tokens_per_s'] / sw[0]['tokens_per_s']:.0f}")
 glue("live_batch_max", sw[-1]["batch"]);
 
 # %%
 profiles = [live] + load_profiles(DATA)
-fig, ax = plots.new_axes("batch size", "decode tokens/s", "batching sweep: measured and predicted", logy=True)
+fig, ax = plots.new_axes("batch size", "decode tokens/s",
+                         "batching sweep: measured and predicted", logy=True)
 for prof in profiles:
     pts = prof["batching_sweep"]
     bs = [p["batch"] for p in pts]
-    plots.sweep(ax, bs, [p["tokens_per_s"] for p in pts], [b / p["predicted_step_s"] for b, p in zip(bs, pts)],
+    plots.sweep(ax, bs, [p["tokens_per_s"] for p in pts],
+                [b / p["predicted_step_s"] for b, p in zip(bs, pts)],
                 label=plots.device_label(prof, live),
-                serial_tokens_per_s=[b / p["predicted_serial_s"] for b, p in zip(bs, pts)])
+                serial_tokens_per_s=[b / p["predicted_serial_s"]
+                                     for b, p in zip(bs, pts)])
 plots.sweep_key(ax)
 plots.legend(fig)
 for prof in profiles:
@@ -290,23 +308,27 @@ for prof in profiles:
 # NBVAL_CHECK_OUTPUT
 ctx = 2048
 fit8 = max_decode_batch(llama8, "h100-sxm", ctx)
-print(f"Llama-3-8B, one H100 SXM, context {ctx}: the KV memory holds {fit8} sequences")
-print(f"{'batch':>6}{'TPOT ms':>9}{'tokens/s':>10}{'tokens/s per sequence':>23}")
-rows, marked = {}, []
+print(f"Llama-3-8B, one H100 SXM, context {ctx:,}: "
+      f"the KV memory holds {fit8} sequences")
+rows, tpot, marked = [], {}, []
 for b in (1, 16, 64, 128, fit8, 256, 384):
     step = decode_step(llama8, "h100-sxm", b, ctx)
-    if not step.fits:
+    if not step.fits:                 # no engine can run it: marked, not predicted
         marked.append(b)
-        print(f"{b:>6}   does not fit: {step.max_batch} sequences of {ctx:,} tokens fill the KV memory")
         continue
-    rows[b] = step.tpot_s
-    print(f"{b:>6}{step.tpot_s * 1e3:>9.2f}{step.tokens_per_s:>10.0f}{1 / step.tpot_s:>23.1f}")
-tpot_growth, tput_growth = rows[64] / rows[1], 64 * rows[1] / rows[64]
+    tpot[b] = step.tpot_s
+    rows.append((b, step.tpot_s * 1e3, step.tokens_per_s, 1 / step.tpot_s))
+print(table(rows, ["batch", "TPOT ms", "tokens/s", "tokens/s per sequence"],
+            ["", ".2f", ",.0f", ".1f"]))
+for b in marked:
+    print(f"batch {b}: does not fit "
+          f"({fit8} sequences of {ctx:,} tokens fill the KV memory)")
+tpot_growth, tput_growth = tpot[64] / tpot[1], 64 * tpot[1] / tpot[64]
 print(f"batch 1 -> 64: TPOT x{tpot_growth:.1f}, tokens/s x{tput_growth:.0f}")
-assert fit8 == 234 and marked == [256, 384]
-assert (round(tpot_growth, 1), round(tput_growth)) == (2.0, 31)
 
 # %% tags=["remove-cell"]
+assert fit8 == 234 and marked == [256, 384]
+assert (round(tpot_growth, 1), round(tput_growth)) == (2.0, 31)
 glue("fit8_2k", fit8)
 glue("tpot_growth_64", f"{tpot_growth:.1f}")
 glue("tput_growth_64", f"{tput_growth:.0f}");
@@ -325,15 +347,17 @@ glue("tput_growth_64", f"{tput_growth:.0f}");
 # %%
 # NBVAL_CHECK_OUTPUT
 need = 5000
+gpus = {}
 for b in (1, check_batch_fits(llama8, "h100-sxm", 64, ctx)):
     per_gpu = decode_tokens_per_s(llama8, "h100-sxm", b, ctx)
-    print(f"batch {b:>3}: {per_gpu:6.0f} tokens/s per GPU -> {math.ceil(need / per_gpu):>3} GPUs")
-assert math.ceil(need / decode_tokens_per_s(llama8, "h100-sxm", 1, ctx)) > 20 * math.ceil(
-    need / decode_tokens_per_s(llama8, "h100-sxm", 64, ctx))
+    gpus[b] = math.ceil(need / per_gpu)
+    print(f"batch {b:>3}: {per_gpu:6.0f} tokens/s per GPU -> {gpus[b]:>3} GPUs")
+assert gpus[1] > 20 * gpus[64]        # the batch, not the GPU count, was the problem
 
 # %% tags=["remove-cell"]
 b7_tp1 = published_decode("llama-2-7b", weights="bf16", tp_degree=1)[0]
-glue("pub_share_sheet", f"{b7_tp1.bandwidth_GBps * 1e9 / get_gpu('a100-80gb').hbm_bandwidth_Bps:.0%}");
+sheet_Bps = get_gpu("a100-80gb").hbm_bandwidth_Bps
+glue("pub_share_sheet", f"{b7_tp1.bandwidth_GBps * 1e9 / sheet_Bps:.0%}");
 
 # %% [markdown]
 # The ratio is the lesson; the GPU counts themselves come from the datasheet's peak
@@ -355,26 +379,34 @@ glue("pub_share_sheet", f"{b7_tp1.bandwidth_GBps * 1e9 / get_gpu('a100-80gb').hb
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"smallest TP for Llama-3-70B fp16 on H100 at 8k: {min_tp_degree(llama70, 'h100-sxm', context_len=8192)}")
-print(f"fits on one H100: {capacity(llama70, 'h100-sxm', n_gpus=1, context_len=8192).fits}")
-print(f"batch 8, context 2,048{'TPOT ms':>20}{'tokens/s per GPU':>30}")
-print(f"{'TP':>3}{'roofline':>15}{'+ all-reduces':>15}{'roofline':>15}{'+ all-reduces':>15}")
-steps = {tp: decode_step(llama70, "h100-sxm", 8, 2048, tp_degree=tp) for tp in (2, 4, 8)}
-for tp, st in steps.items():
-    print(f"{tp:>3}{st.roofline_s * 1e3:>15.1f}{st.tpot_s * 1e3:>15.1f}"
-          f"{8 / st.roofline_s / tp:>15.0f}{st.tokens_per_gpu_s:>15.0f}")
-print(f"one H100 holds {fmt_bytes(get_gpu('h100-sxm').memory_bytes)}, the weights need {fmt_bytes(W70)}")
-roof_per_gpu = [8 / st.roofline_s / tp for tp, st in steps.items()]
-assert min_tp_degree(llama70, "h100-sxm", context_len=8192) == 2 and all(st.fits for st in steps.values())
-assert max(roof_per_gpu) / min(roof_per_gpu) < 1.01
+print("smallest TP for Llama-3-70B fp16 on H100 at 8k:",
+      min_tp_degree(llama70, "h100-sxm", context_len=8192))
+print("fits on one H100:",
+      capacity(llama70, "h100-sxm", n_gpus=1, context_len=8192).fits)
+print(f"one H100 holds {fmt_bytes(get_gpu('h100-sxm').memory_bytes)}, "
+      f"the weights need {fmt_bytes(W70)}")
+steps = {tp: decode_step(llama70, "h100-sxm", 8, 2048, tp_degree=tp)
+         for tp in (2, 4, 8)}
+roof_per_gpu = {tp: 8 / st.roofline_s / tp for tp, st in steps.items()}
+rows = [(tp, st.roofline_s * 1e3, st.tpot_s * 1e3, roof_per_gpu[tp],
+         st.tokens_per_gpu_s) for tp, st in steps.items()]
+print("batch 8, context 2,048: TPOT and tokens/s per GPU, the roofline's and "
+      "with all-reduces")
+print(table(rows, ["TP", "TPOT ms", "+ all-reduces", "tokens/s per GPU",
+                   "+ all-reduces"], ["", ".1f", ".1f", ",.0f", ",.0f"]))
+# The roofline alone: TP divides each GPU's bytes and its share of the tokens alike.
+assert max(roof_per_gpu.values()) / min(roof_per_gpu.values()) < 1.01
+
+# %% tags=["remove-cell"]
+assert min_tp_degree(llama70, "h100-sxm", context_len=8192) == 2
+assert all(st.fits for st in steps.values())
 assert round(steps[2].roofline_s / steps[8].roofline_s, 2) == 4.0
 assert round(steps[2].tpot_s / steps[8].tpot_s, 1) == 3.3
 assert round(1 - steps[8].tokens_per_gpu_s / steps[2].tokens_per_gpu_s, 2) == 0.16
-
-# %% tags=["remove-cell"]
 glue("h100_gib", fmt_bytes(get_gpu("h100-sxm").memory_bytes))
+per_gpu_loss = 1 - steps[8].tokens_per_gpu_s / steps[2].tokens_per_gpu_s
 glue("tp_speedup_comm", f"{steps[2].tpot_s / steps[8].tpot_s:.1f}")
-glue("tp_per_gpu_loss", f"{1 - steps[8].tokens_per_gpu_s / steps[2].tokens_per_gpu_s:.0%}");
+glue("tp_per_gpu_loss", f"{per_gpu_loss:.0%}");
 
 # %% [markdown]
 # In the roofline, quadrupling the TP degree cuts TPOT by four and leaves tokens/s per GPU
@@ -393,11 +425,11 @@ glue("tp_per_gpu_loss", f"{1 - steps[8].tokens_per_gpu_s / steps[2].tokens_per_g
 # $\alpha$ per call and a link bandwidth $\beta$ per direction, the alpha-beta model:
 #
 # $$
-# t_{AR} = \alpha + \frac{2(n-1)}{n} \cdot \frac{m}{\beta},
+# t_\text{AR} = \alpha + \frac{2(n-1)}{n} \cdot \frac{m}{\beta},
 # \qquad
-# t_{comm} = 2L \cdot t_{AR},
+# t_\text{comm} = 2L \cdot t_\text{AR},
 # \qquad
-# \text{TPOT} = \text{roofline} + t_{comm}.
+# \text{TPOT} = \text{roofline} + t_\text{comm}.
 # $$
 #
 # $\beta$ comes from the datasheets, kept with their sources in `servelib.interconnect`:
@@ -412,24 +444,29 @@ glue("tp_per_gpu_loss", f"{1 - steps[8].tokens_per_gpu_s / steps[2].tokens_per_g
 link = get_link("h100-sxm")
 print(f"H100 SXM link: {link.kind}, {link.bandwidth_Bps / 1e9:.0f} GB/s per direction, "
       f"{link.latency_s * 1e6:.0f} us per all-reduce")
-print(f"{'model':<12}{'batch':>6}{'message':>9}{'TP':>4}{'roofline ms':>13}{'all-reduces ms':>16}{'share':>7}"
-      f"{'tokens/s per GPU':>18}")
-share = {}
+rows, share, unfit = [], {}, []
 for m in (llama8, llama70):
     for b in (1, 64):
         for tp in (1, 2, 4, 8):
             st = decode_step(m, "h100-sxm", b, 2048, tp_degree=tp)
-            head = f"{m.name:<12}{b:>6}{fmt_bytes(tp_allreduce_bytes(m, b)):>9}{tp:>4}"
             if not st.fits:
-                print(f"{head}   does not fit: {st.max_batch} sequences of 2,048 tokens per replica")
+                unfit.append(f"{m.name}, batch {b}, TP={tp}: does not fit "
+                             f"({st.max_batch} sequences of 2,048 tokens per replica)")
                 continue
             share[m.name, b, tp] = st.comm_share
-            print(f"{head}{st.roofline_s * 1e3:>13.2f}{st.comm_s * 1e3:>16.2f}{st.comm_share:>7.0%}"
-                  f"{st.tokens_per_gpu_s:>18,.0f}")
-assert tp_allreduce_bytes(llama70, 1) == 16 * KiB and ("llama-3-70b", 64, 2) not in share
-assert (round(share["llama-3-8b", 1, 8], 2), round(share["llama-3-70b", 1, 8], 2)) == (0.49, 0.22)
+            rows.append((m.name, b, fmt_bytes(tp_allreduce_bytes(m, b)), tp,
+                         st.roofline_s * 1e3, st.comm_s * 1e3, st.comm_share,
+                         st.tokens_per_gpu_s))
+print(table(rows, ["model", "batch", "message", "TP", "roofline ms", "all-reduces ms",
+                   "share", "tokens/s per GPU"],
+            ["", "", "", "", ".2f", ".2f", ".0%", ",.0f"]))
+print("\n".join(unfit))
 
 # %% tags=["remove-cell"]
+assert tp_allreduce_bytes(llama70, 1) == 16 * KiB
+assert ("llama-3-70b", 64, 2) not in share
+assert round(share["llama-3-8b", 1, 8], 2) == 0.49
+assert round(share["llama-3-70b", 1, 8], 2) == 0.22
 glue("share_8b_tp8", f"{share['llama-3-8b', 1, 8]:.0%}")
 glue("share_70b_tp8", f"{share['llama-3-70b', 1, 8]:.0%}")
 glue("share_70b_tp8_b64", f"{share['llama-3-70b', 64, 8]:.0%}");
@@ -455,33 +492,38 @@ glue("share_70b_tp8_b64", f"{share['llama-3-70b', 64, 8]:.0%}");
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"published: {GPT_FAST_SOURCE}")
-print(f"{'model':<12}{'TP':>3}{'GB/GPU':>8}{'roofline ms':>13}{'+ all-reduces':>15}{'published ms':>14}"
-      f"{'ratio':>7}{'published GB/s per GPU':>24}")
-pub_rows = [r for m in ("llama-2-7b", "llama-2-70b") for r in published_decode(m, weights="bf16")
+pub_rows = [r for m in ("llama-2-7b", "llama-2-70b")
+            for r in published_decode(m, weights="bf16")
             if r.gpu_preset == "a100-80gb" and r.tokens_per_s is not None]
-pred = {}
+pred, rows = {}, []
 for r in pub_rows:
     roof, full = predicted_tpot_s(r, comm=False), predicted_tpot_s(r)
     pred[r.model, r.tp_degree] = (roof, full, r.tpot_s)
-    print(f"{r.model:<12}{r.tp_degree:>3}{weights_read_per_gpu_bytes(r) / 1e9:>8.2f}{roof * 1e3:>13.2f}"
-          f"{full * 1e3:>15.2f}{r.tpot_s * 1e3:>14.2f}{r.tpot_s / full:>7.2f}{r.bandwidth_GBps:>24,.0f}")
-print(f"{'speed-up':<12}{'from':>5}{'to':>4}{'roofline':>10}{'+ all-reduces':>15}{'published':>11}")
-speedup = {}
+    rows.append((r.model, r.tp_degree, weights_read_per_gpu_bytes(r) / 1e9, roof * 1e3,
+                 full * 1e3, r.tpot_s * 1e3, r.tpot_s / full, r.bandwidth_GBps))
+print(table(rows, ["model", "TP", "GB/GPU", "roofline ms", "+ all-reduces",
+                   "published ms", "ratio", "published GB/s per GPU"],
+            ["", "", ".2f", ".2f", ".2f", ".2f", ".2f", ",.0f"]))
+speedup, rows = {}, []
 for m, lo in (("llama-2-7b", 1), ("llama-2-70b", 2)):
-    a, b = pred[m, lo], pred[m, 8]
-    speedup[m] = tuple(x / y for x, y in zip(a, b))
-    print(f"{m:<12}{lo:>5}{8:>4}{speedup[m][0]:>9.1f}x{speedup[m][1]:>14.1f}x{speedup[m][2]:>10.1f}x")
+    speedup[m] = tuple(x / y for x, y in zip(pred[m, lo], pred[m, 8]))
+    rows.append((m, lo, 8, *speedup[m]))
+print(table(rows, ["speed-up", "from TP", "to TP", "roofline", "+ all-reduces",
+                   "published"], ["", "", "", ".1f", ".1f", ".1f"]))
 fits = {m: fit_tp_scaling(m) for m in ("llama-2-7b", "llama-2-70b")}
 for m, f in fits.items():
-    print(f"fit of the published TP={'/'.join(map(str, f.tp_degrees))} rows, {m}: bandwidth "
-          f"{f.bandwidth_Bps / 1e9:,.0f} GB/s, {f.allreduce_s * 1e6:.0f} us per all-reduce")
-assert all(full < pub for _, full, pub in pred.values())     # the model stays a lower bound on every row
+    degrees = "/".join(map(str, f.tp_degrees))
+    print(f"fit of the published TP={degrees} rows, {m}: bandwidth "
+          f"{f.bandwidth_Bps / 1e9:,.0f} GB/s, "
+          f"{f.allreduce_s * 1e6:.0f} us per all-reduce")
+# The model stays a lower bound on every published row.
+assert all(full < published for _, full, published in pred.values())
+
+# %% tags=["remove-cell"]
 assert [round(x, 1) for x in speedup["llama-2-7b"]] == [6.3, 4.3, 3.1]
 assert [round(x, 1) for x in speedup["llama-2-70b"]] == [3.8, 3.5, 2.9]
 assert all(round(f.bandwidth_Bps / 1e11) == 17 for f in fits.values())
 assert [round(f.allreduce_s * 1e6) for f in fits.values()] == [27, 32]
-
-# %% tags=["remove-cell"]
 pub7 = {r.tp_degree: r for r in pub_rows if r.model == "llama-2-7b"}
 glue("pub_bw_tp1", f"{pub7[1].bandwidth_GBps:,.0f}")
 glue("pub_bw_tp8", f"{pub7[8].bandwidth_GBps:,.0f} GB/s")
@@ -495,7 +537,8 @@ glue("fit_ar_7b", f"{fits['llama-2-7b'].allreduce_s * 1e6:.0f} µs")
 glue("fit_ar_70b", f"{fits['llama-2-70b'].allreduce_s * 1e6:.0f} µs")
 glue("nccl_alpha", f"{get_link('a100-80gb').latency_s * 1e6:.0f} µs")
 fit_alpha = fits["llama-2-70b"].allreduce_s
-share_fit = decode_step(llama70, "h100-sxm", 1, 2048, tp_degree=8, latency_s=fit_alpha).comm_share
+share_fit = decode_step(llama70, "h100-sxm", 1, 2048, tp_degree=8,
+                        latency_s=fit_alpha).comm_share
 glue("share_70b_tp8_fit", f"{share_fit:.0%}");
 
 # %% [markdown]
@@ -533,22 +576,26 @@ glue("share_70b_tp8_fit", f"{share_fit:.0%}");
 # bytes). Not checked: they depend on the machine and its load.
 
 # %%
-sizes = {f"{m.name}, batch {b}": tp_allreduce_bytes(m, b)
-         for m, b in ((llama8, 1), (llama70, 1), (llama70, 16), (llama70, 64), (llama70, 256))}
+cases = ((llama8, 1), (llama70, 1), (llama70, 16), (llama70, 64), (llama70, 256))
+sizes = {f"{m.name}, batch {b}": tp_allreduce_bytes(m, b) for m, b in cases}
 timed = time_allreduce(list(sizes.values()), world_size=2)
 t0 = timed[0]
-print(f"measured on {t0.device}: backend {t0.backend}, {t0.world_size} processes, {t0.dtype}, torch {t0.torch}, "
-      f"{t0.threads} thread(s) each, median of {t0.n}")
-print(f"{'decode step of':<24}{'message':>10}{'median us':>11}{'IQR us':>9}{'bus GB/s':>10}")
-for (what, _), t in zip(sizes.items(), timed):
-    print(f"{what:<24}{fmt_bytes(t.message_bytes):>10}{t.median_s * 1e6:>11.0f}{t.iqr_s * 1e6:>9.0f}"
-          f"{t.busbw_Bps / 1e9:>10.2f}")
+print(f"measured on {t0.device}: backend {t0.backend}, {t0.world_size} processes, "
+      f"{t0.dtype}, torch {t0.torch}, {t0.threads} thread(s) each, median of {t0.n}")
+rows = [(what, fmt_bytes(t.message_bytes), t.median_s * 1e6, t.iqr_s * 1e6,
+         t.busbw_Bps / 1e9) for what, t in zip(sizes, timed)]
+print(table(rows, ["decode step of", "message", "median us", "IQR us", "bus GB/s"],
+            ["", "", ".0f", ".0f", ".2f"]))
 try:
-    alpha, beta = fit_allreduce([t.message_bytes for t in timed], [t.median_s for t in timed], 2)
-    print(f"alpha-beta fit: {alpha * 1e6:.0f} us per call, {beta / 1e9:.2f} GB/s per direction")
-    here = decode_step(llama8, "h100-sxm", 1, 2048, tp_degree=2, latency_s=alpha, bandwidth_Bps=beta)
-    print(f"were two H100s joined by this link, a TP=2 Llama-3-8B step's {2 * llama8.n_layers} all-reduces "
-          f"would take {here.comm_s * 1e3:.1f} ms, against {here.roofline_s * 1e3:.1f} ms of roofline")
+    alpha, beta = fit_allreduce([t.message_bytes for t in timed],
+                                [t.median_s for t in timed], 2)
+    print(f"alpha-beta fit: {alpha * 1e6:.0f} us per call, "
+          f"{beta / 1e9:.2f} GB/s per direction")
+    here = decode_step(llama8, "h100-sxm", 1, 2048, tp_degree=2, latency_s=alpha,
+                       bandwidth_Bps=beta)
+    print(f"were two H100s joined by this link, a TP=2 Llama-3-8B step's "
+          f"{2 * llama8.n_layers} all-reduces would take {here.comm_s * 1e3:.1f} ms, "
+          f"against {here.roofline_s * 1e3:.1f} ms of roofline")
 except ValueError as err:      # a machine too busy for the times to grow with the size
     print(f"no alpha-beta fit: {err}")
 
@@ -570,18 +617,24 @@ except ValueError as err:      # a machine too busy for the times to grow with t
 # %%
 # NBVAL_CHECK_OUTPUT
 target, tpot_target = 100, 0.050
-print(f"Llama-3-70B fp16, 8 x H100, 8k context: {target} conversations, TPOT <= {tpot_target * 1e3:.0f} ms")
-chosen = None
+print(f"Llama-3-70B fp16, 8 x H100, 8k context: {target} conversations, "
+      f"TPOT <= {tpot_target * 1e3:.0f} ms")
+rows, chosen = [], None
 for tp in (2, 4, 8):
     c = capacity(llama70, "h100-sxm", n_gpus=8, context_len=8192, tp_degree=tp)
-    batch = min(c.sequences_per_replica, math.ceil(target / c.replicas))     # the load, spread over replicas
+    # The load, spread over the replicas, as far as each one holds it.
+    batch = min(c.sequences_per_replica, math.ceil(target / c.replicas))
     st = decode_step(llama70, "h100-sxm", batch, 8192, tp_degree=tp)
     carries = c.concurrency >= target and st.tpot_s <= tpot_target
     chosen = chosen or (tp if carries else None)
-    print(f"TP={tp}: {c.replicas} replicas x {c.sequences_per_replica:>3} = {c.concurrency:>3} conversations; "
-          f"batch {batch:>3}: TPOT {st.tpot_s * 1e3:4.1f} ms, all-reduces {st.comm_share:.0%}"
-          f"{'  carries the load' if carries else ''}")
+    rows.append((tp, c.replicas, c.sequences_per_replica, c.concurrency, batch,
+                 st.tpot_s * 1e3, st.comm_share, "yes" if carries else "no"))
+print(table(rows, ["TP", "replicas", "each holds", "node holds", "batch", "TPOT ms",
+                   "all-reduces", "carries the load"],
+            ["", "", "", "", "", ".1f", ".0%", ""]))
 print(f"smallest TP that carries the load: {chosen}")
+
+# %% tags=["remove-cell"]
 assert chosen == 4
 
 # %% [markdown]
@@ -599,24 +652,29 @@ assert chosen == 4
 # %%
 # NBVAL_CHECK_OUTPUT
 demand, ctx8 = 1000, 8192          # tokens/s to deliver, 8k-token conversations
-print(f"smallest TP for Llama-3-8B on H100 at 8k: {min_tp_degree(llama8, 'h100-sxm', context_len=ctx8)}")
-gpus, per_gpu8 = {}, {}
-for tp, label in ((8, "wrong: TP=8"), (1, "right: TP=1")):
+print("smallest TP for Llama-3-8B on H100 at 8k:",
+      min_tp_degree(llama8, "h100-sxm", context_len=ctx8))
+gpus, per_gpu8, rows = {}, {}, []
+for tp, label in ((8, "wrong"), (1, "right")):
     c = capacity(llama8, "h100-sxm", n_gpus=tp, context_len=ctx8, tp_degree=tp)
     st = decode_step(llama8, "h100-sxm", c.sequences_per_replica, ctx8, tp_degree=tp)
-    gpus[tp] = math.ceil(demand / st.tokens_per_s) * tp
+    gpus[tp] = math.ceil(demand / st.tokens_per_s) * tp     # whole replicas
     per_gpu8[tp] = st.tokens_per_gpu_s
-    print(f"{label}: a replica is {tp} GPU(s), holds {c.sequences_per_replica} conversations, up to "
-          f"{st.tokens_per_s:,.0f} tokens/s ({st.tokens_per_gpu_s:,.0f} per GPU, all-reduces {st.comm_share:.0%} "
-          f"of a step) -> {gpus[tp]} GPU(s)")
+    rows.append((label, tp, c.sequences_per_replica, st.tokens_per_s,
+                 st.tokens_per_gpu_s, st.comm_share, gpus[tp]))
+print(f"{demand:,} tokens/s of Llama-3-8B at 8k contexts on H100s, "
+      "each replica at its full batch")
+print(table(rows, ["", "TP", "replica holds", "tokens/s", "per GPU", "all-reduces",
+                   "GPUs needed"], ["", "", "", ",.0f", ",.0f", ".0%", ""]))
 tp1_shortfall = 1 - per_gpu8[1] / per_gpu8[8]
 print(f"tokens/s per GPU, TP=1 below TP=8: {tp1_shortfall:.0%}")
-assert (gpus[1], gpus[8]) == (1, 8)
-assert capacity(llama8, "h100-sxm", n_gpus=1, context_len=ctx8).sequences_per_replica == 58
-assert round(tp1_shortfall, 2) == 0.12
 
 # %% tags=["remove-cell"]
-glue("seqs8_tp1", capacity(llama8, "h100-sxm", n_gpus=1, context_len=ctx8).sequences_per_replica)
+assert (gpus[1], gpus[8]) == (1, 8)
+seqs8_tp1 = capacity(llama8, "h100-sxm", n_gpus=1,
+                     context_len=ctx8).sequences_per_replica
+assert seqs8_tp1 == 58 and round(tp1_shortfall, 2) == 0.12
+glue("seqs8_tp1", seqs8_tp1)
 glue("tp1_shortfall", f"{tp1_shortfall:.0%}");
 
 # %% [markdown]
@@ -657,7 +715,12 @@ glue("tp1_shortfall", f"{tp1_shortfall:.0%}");
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = decode_bytes_per_step(weight_bytes(llama70), kv_bytes_per_sequence(llama70, 4096), 32) / 1e9
+# One step reads every weight once (2 bytes each) and each sequence's own KV cache.
+weights = 2 * 70.55e9                          # bytes
+kv_seq = 4096 * 320 * 1024                     # tokens x bytes of KV per token
+answer = (weights + 32 * kv_seq) / 1e9
+exact = decode_bytes_per_step(W70, kv_bytes_per_sequence(llama70, 4096), 32) / 1e9
+print(f"{answer:.1f} GB a step (servelib, exact parameter count: {exact:.1f} GB)")
 ### END SOLUTION
 check("bt-1", answer)
 
@@ -665,12 +728,20 @@ check("bt-1", answer)
 # **bt-2.** At what batch size does decode of Llama-3-8B (8.03 billion parameters, 128 KiB
 # of KV per token, 32 layers of 32 query heads of size 128) at a 128-token context turn
 # compute-bound on an H100 SXM (ridge 989.5e12 / 3.35e12 FLOP/byte)? Count the weights'
-# $2P$ and attention's $A = 4 L H d_{head} \cdot \text{context}$ FLOPs per sequence. Give
+# $2P$ and attention's $A = 4 L H d_\text{head} \cdot \text{context}$ FLOPs per sequence. Give
 # the smallest whole batch.
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = critical_batch(llama8, ridge_point("h100-sxm"), 128)
+# Compute-bound once B (2P + A) / (2P + B KV) reaches the ridge r, that is from
+# B = r 2P / (2P + A - r KV) on, rounded up.
+two_p = 2 * 8.03e9                             # FLOPs (and bytes) of the weights
+attn = 4 * 32 * 32 * 128 * 128                 # A = 4 L H d_head context, FLOPs
+kv_seq = 128 * 128 * 1024                      # bytes of one sequence's KV cache
+r = 989.5e12 / 3.35e12                         # FLOP/byte
+answer = math.ceil(r * two_p / (two_p + attn - r * kv_seq))
+exact = critical_batch(llama8, ridge_point("h100-sxm"), 128)
+print(f"compute-bound from a batch of {answer} (servelib: {exact})")
 ### END SOLUTION
 check("bt-2", answer)
 
@@ -682,7 +753,13 @@ check("bt-2", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = decode_intensity_limit(llama8, 32_768)
+# At any batch the weights' bytes are shared away; each sequence still brings 2P + A
+# FLOPs and reads its own KV cache, so the intensity tends to (2P + A) / KV.
+flops = 2 * 8.03e9 + 4 * 32 * 32 * 128 * 32_768      # 2P + A
+kv_seq = 32_768 * 128 * 1024                         # bytes
+answer = flops / kv_seq
+exact = decode_intensity_limit(llama8, 32_768)
+print(f"at most {answer:.2f} FLOP/byte (servelib: {exact:.2f})")
 ### END SOLUTION
 check("bt-3", answer)
 
@@ -693,7 +770,18 @@ check("bt-3", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = min_tp_degree(llama70, "a100-40gb", context_len=4096)
+# Each of tp devices holds 1/tp of the weights and of every sequence's KV (8 KV heads
+# split across them); 90% of what the weights leave must hold one full sequence.
+weights, kv_seq = 2 * 70.55e9, 4096 * 320 * 1024     # bytes
+
+
+def fits(tp):
+    return (40 * GiB - weights / tp) * 0.9 >= kv_seq / tp
+
+
+answer = next(tp for tp in (1, 2, 4, 8) if fits(tp))
+exact = min_tp_degree(llama70, "a100-40gb", context_len=4096)
+print(f"TP={answer} (servelib: TP={exact})")
 ### END SOLUTION
 check("bt-4", answer)
 
@@ -703,16 +791,30 @@ check("bt-4", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = capacity(llama70, "h100-sxm", n_gpus=8, context_len=8192, tp_degree=4).concurrency
+# A TP=4 replica pools four cards' memory; 90% of what its weights leave holds KV.
+weights, kv_seq = 2 * 70.55e9, 8192 * 320 * 1024     # bytes
+per_replica = math.floor((4 * 80 * GiB - weights) * 0.9 / kv_seq)
+answer = 2 * per_replica
+exact = capacity(llama70, "h100-sxm", n_gpus=8, context_len=8192,
+                 tp_degree=4).concurrency
+print(f"2 x {per_replica} = {answer} conversations (servelib: {exact})")
 ### END SOLUTION
 check("bt-5", answer)
 
 # %% [markdown]
-# **bt-6.** Predict the decode throughput (tokens/s) of Llama-3-8B on one H100 SXM at a
-# batch of 64 and a 2,048-token context.
+# **bt-6.** Predict the decode throughput (tokens/s) of Llama-3-8B (8.03 billion
+# parameters, 128 KiB of KV per token) on one H100 SXM (989.5 dense bf16 TFLOP/s, 3.35
+# TB/s) at a batch of 64 and a 2,048-token context.
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = decode_tokens_per_s(llama8, "h100-sxm", 64, 2048)
+# One step takes the larger of its compute time and its memory time, and yields one
+# token for each of the 64 sequences. Memory wins by far here, so the attention FLOPs
+# (about 7% on top of 2P at this context) change nothing.
+two_p, kv_seq = 2 * 8.03e9, 2048 * 128 * 1024       # FLOPs (and bytes); bytes
+step_s = max(64 * two_p / 989.5e12, (two_p + 64 * kv_seq) / 3.35e12)
+answer = 64 / step_s
+exact = decode_tokens_per_s(llama8, "h100-sxm", 64, 2048)
+print(f"{answer:,.0f} tokens/s (servelib: {exact:,.0f})")
 ### END SOLUTION
 check("bt-6", answer)

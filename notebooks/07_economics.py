@@ -65,23 +65,30 @@ from servelib.measure import pick_device
 DEVICE = pick_device()
 print(f"running on {DEVICE}")
 
-# %%
+# %% tags=["hide-input"]
+import math
+
 import numpy as np
 
 from servelib import plots
-from servelib.book import glue
-from servelib.economics import (AZURE_PTU, GPT_4O, GPT_4O_MINI, MINUTES_PER_MONTH, blended_price, break_even_tokens,
-                                break_even_utilization, capacity_units_per_token, cheapest_floor,
-                                cheapest_floor_percentile, floor_at_percentile, floor_break_even_utilization,
-                                payg_cost_usd, ptu_break_even_utilization, ptu_monthly_cost_usd,
-                                ptu_tokens_per_minute, ptu_usd_per_tpm_month, ptus_needed, replica_throughput,
+from servelib.book import glue, table
+from servelib.economics import (AZURE_PTU, GPT_4O, GPT_4O_MINI, MINUTES_PER_MONTH,
+                                blended_price, break_even_tokens,
+                                break_even_utilization, capacity_units_per_token,
+                                cheapest_floor, cheapest_floor_percentile,
+                                floor_at_percentile, floor_break_even_utilization,
+                                payg_cost_usd, ptu_break_even_utilization,
+                                ptu_monthly_cost_usd, ptu_tokens_per_minute,
+                                ptu_usd_per_tpm_month, ptus_needed, replica_throughput,
                                 spillover_cost)
-from servelib.economics.prices import GPT_4O_INPUT_TPM_PER_PTU, GPT_4O_PTU_MIN_REGIONAL, PTU_OUTPUT_TOKEN_WEIGHT
 from servelib.economics import scenarios as sc
+from servelib.economics.prices import (GPT_4O_INPUT_TPM_PER_PTU,
+                                       GPT_4O_PTU_MIN_REGIONAL, PTU_OUTPUT_TOKEN_WEIGHT)
 from servelib.grading import check
 from servelib.models import get_model
-from servelib.widgets.economics import (break_even_calculator, break_even_figure, floor_calculator,
-                                        floor_figure)
+from servelib.units import GiB
+from servelib.widgets.economics import (break_even_calculator, break_even_figure,
+                                        floor_calculator, floor_figure)
 
 plots.apply_style()
 C_IN, C_OUT = GPT_4O.usd_per_1k_input, GPT_4O.usd_per_1k_output     # USD per 1k tokens
@@ -104,13 +111,14 @@ C_IN, C_OUT = GPT_4O.usd_per_1k_input, GPT_4O.usd_per_1k_output     # USD per 1k
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"gpt-4o list: ${C_IN * 1000:.2f} in, ${C_OUT * 1000:.2f} out per 1M (ratio {GPT_4O.output_to_input_ratio:g})")
-for f in (0.0, 0.1, 0.25, 0.5):
-    print(f"output fraction {f:>4.0%}: blended ${blended_price(C_IN, C_OUT, f) * 1000:.2f} per 1M tokens")
-b10, b50 = blended_price(C_IN, C_OUT, 0.1) * 1000, blended_price(C_IN, C_OUT, 0.5) * 1000
-assert (round(b10, 2), round(b50, 2)) == (3.25, 6.25)
+print(f"gpt-4o list: ${C_IN * 1000:.2f} in, ${C_OUT * 1000:.2f} out per 1M tokens "
+      f"(ratio {GPT_4O.output_to_input_ratio:g})")
+rows = [(f, blended_price(C_IN, C_OUT, f) * 1000) for f in (0.0, 0.1, 0.25, 0.5)]
+print(table(rows, ["output fraction", "blended $ per 1M tokens"], [".0%", ".2f"]))
+b10, b50 = (blended_price(C_IN, C_OUT, f) * 1000 for f in (0.1, 0.5))
 
 # %% tags=["remove-cell"]
+assert (round(b10, 2), round(b50, 2)) == (3.25, 6.25)
 glue("ec_blend10", f"${b10:.2f}")
 glue("ec_blend50", f"${b50:.2f}")
 
@@ -135,8 +143,8 @@ glue("ec_blend50", f"${b50:.2f}")
 #
 # $$
 # u^* = \frac{V^* \,[(1 - f) + w f]}{K}
-#     = \frac{1000\, C}{K\, c_{in}} \cdot \frac{(1 - f) + w f}{(1 - f) + r f},
-# \qquad r = \frac{c_{out}}{c_{in}} .
+#     = \frac{1000\, C}{K\, c_\text{in}} \cdot \frac{(1 - f) + w f}{(1 - f) + r f},
+# \qquad r = \frac{c_\text{out}}{c_\text{in}} .
 # $$
 #
 # Two cases cover what is sold:
@@ -147,7 +155,7 @@ glue("ec_blend50", f"${b50:.2f}")
 #   raises it, by $b(0.5)/b(0.1) = 6.25/3.25 = 1.92$ from a 50% to a 10% mix.
 # * **Capacity in input-equivalent tokens with output weighed at the price ratio**
 #   ($w = r$): an Azure PTU of gpt-4.1 or later {cite}`azure_ptu`. The two factors cancel,
-#   $u^* = 1000\,C / (K c_{in})$ depends on prices alone, and **the mix moves the capacity
+#   $u^* = 1000\,C / (K c_\text{in})$ depends on prices alone, and **the mix moves the capacity
 #   instead**: $K / [(1 - f) + w f]$ tokens, so the number of units a load needs.
 #
 # With $1 < w < r$ the break-even still moves, less than with $w = 1$; with $w > r$ it moves
@@ -160,24 +168,32 @@ glue("ec_blend50", f"${b50:.2f}")
 # %%
 # NBVAL_CHECK_OUTPUT
 com = sc.COMMITMENT
-print(f"commitment ${com.monthly_usd:,.0f}/month, capacity {com.capacity_tokens_per_minute:,.0f} tokens/min "
+print(f"commitment ${com.monthly_usd:,.0f}/month, capacity "
+      f"{com.capacity_tokens_per_minute:,.0f} tokens/min "
       f"= {com.capacity_tokens_per_month / 1e9:.3f} B tokens/month")
-u = {}
+w = GPT_4O.output_to_input_ratio
+u, rows = {}, []
 for f in (sc.MIX_BEFORE, sc.MIX_AFTER):
     blended = blended_price(C_IN, C_OUT, f)
-    u[f] = break_even_utilization(com.monthly_usd, com.capacity_tokens_per_month, C_IN, C_OUT, f)
-    print(f"output {f:.0%}: break-even {break_even_tokens(com.monthly_usd, blended) / 1e9:.2f} B tokens "
-          f"= {u[f]:.0%} utilisation (capacity counted in tokens); "
-          f"{com.break_even_utilization(f, output_weight=GPT_4O.output_to_input_ratio):.0%} "
-          f"if output weighed {GPT_4O.output_to_input_ratio:g}")
-assert (round(u[0.5] * 100), round(u[0.1] * 100)) == (40, 77)
-assert abs(u[0.1] / u[0.5] - 6.25 / 3.25) < 1e-12 and round(u[0.1] / u[0.5], 2) == 1.92
-assert (com.monthly_usd, com.capacity_tokens_per_minute) == (13_140, 120_000)
-assert round(com.capacity_tokens_per_month / 1e9, 2) == 5.26
-assert round(com.monthly_usd / com.capacity_tokens_per_month * 1e6, 2) == 2.50       # $ per 1M tokens of capacity
-assert all(abs(com.break_even_utilization(f, output_weight=4) - 1) < 1e-12 for f in (0.1, 0.5))
+    u[f] = break_even_utilization(com.monthly_usd, com.capacity_tokens_per_month,
+                                  C_IN, C_OUT, f)
+    rows.append((f, break_even_tokens(com.monthly_usd, blended) / 1e9, u[f],
+                 com.break_even_utilization(f, output_weight=w)))
+print(table(rows, ["output", "break-even, B tokens", "u*, capacity in tokens",
+                   f"u*, output weighed {w:g}"], [".0%", ".2f", ".0%", ".0%"]))
+# Counted in tokens, u* goes as 1 / b(f): the shift multiplies it by b(0.5) / b(0.1).
+assert abs(u[0.1] / u[0.5] - 6.25 / 3.25) < 1e-12
+# Output weighed at the price ratio: the mix cancels out of u*.
+assert all(abs(com.break_even_utilization(f, output_weight=w) - 1) < 1e-12
+           for f in (0.1, 0.5))
 
 # %% tags=["remove-cell"]
+assert (round(u[0.5] * 100), round(u[0.1] * 100)) == (40, 77)
+assert round(u[0.1] / u[0.5], 2) == 1.92
+assert (com.monthly_usd, com.capacity_tokens_per_minute) == (13_140, 120_000)
+assert round(com.capacity_tokens_per_month / 1e9, 2) == 5.26
+usd_per_1m = com.monthly_usd / com.capacity_tokens_per_month * 1e6
+assert round(usd_per_1m, 2) == 2.50        # dollars per 1M tokens of capacity
 glue("ec_be50", f"{u[0.5]:.0%}")
 glue("ec_be10", f"{u[0.1]:.0%}")
 
@@ -204,8 +220,9 @@ glue("ec_be10", f"{u[0.1]:.0%}")
 volume = 3e9
 for f in (sc.MIX_BEFORE, sc.MIX_AFTER):
     payg = payg_cost_usd(volume, blended_price(C_IN, C_OUT, f))
-    print(f"output {f:.0%}: PAYG ${payg:>7,.0f} vs commitment ${com.monthly_usd:,.0f} -> "
-          f"{'saves' if payg > com.monthly_usd else 'loses'} ${abs(payg - com.monthly_usd):,.0f}/month")
+    verdict = "saves" if payg > com.monthly_usd else "loses"
+    print(f"output {f:.0%}: PAYG ${payg:>7,.0f} vs commitment ${com.monthly_usd:,.0f} "
+          f"-> {verdict} ${abs(payg - com.monthly_usd):,.0f}/month")
 assert payg_cost_usd(volume, blended_price(C_IN, C_OUT, 0.1)) < com.monthly_usd
 assert payg_cost_usd(volume, blended_price(C_IN, C_OUT, 0.5)) > com.monthly_usd
 
@@ -227,27 +244,33 @@ glue("ec_story_load", f"{volume / com.capacity_tokens_per_month:.0%}")
 # %%
 # NBVAL_CHECK_OUTPUT
 n_ptu, ptu_volume = 50, 2e9
-ptu_units = n_ptu * GPT_4O_INPUT_TPM_PER_PTU * MINUTES_PER_MONTH        # input-equivalent tokens a month
+# Input-equivalent tokens a month, at full use.
+ptu_units = n_ptu * GPT_4O_INPUT_TPM_PER_PTU * MINUTES_PER_MONTH
 ptu_usd = ptu_monthly_cost_usd(n_ptu, "monthly")
-ratios = {}
-print(f"{'':<42}{'output':>7}{'u':>6}{'u*':>6}{'u/u*':>7}{'PTUs needed':>13}")
+contract = "contract, capacity counted in tokens"
+ptus = f"{n_ptu} PTUs, output weighed {PTU_OUTPUT_TOKEN_WEIGHT:g}"
+ratios, rows = {}, []
 for f in (sc.MIX_BEFORE, sc.MIX_AFTER):
-    rows = {"contract, capacity counted in tokens": (volume / com.capacity_tokens_per_month, u[f], "-"),
-            f"{n_ptu} PTUs, output weighed {PTU_OUTPUT_TOKEN_WEIGHT:g}": (
-                ptu_volume * capacity_units_per_token(f, PTU_OUTPUT_TOKEN_WEIGHT) / ptu_units,
-                ptu_break_even_utilization(f, "monthly"),
-                ptus_needed(ptu_volume / MINUTES_PER_MONTH, f, min_ptus=1, step=1))}
-    for name, (use, be, need) in rows.items():
+    units = capacity_units_per_token(f, PTU_OUTPUT_TOKEN_WEIGHT)  # per token of the mix
+    use_ptu = ptu_volume * units / ptu_units
+    need = ptus_needed(ptu_volume / MINUTES_PER_MONTH, f, min_ptus=1, step=1)
+    cases = {contract: (volume / com.capacity_tokens_per_month, u[f], "-"),
+             ptus: (use_ptu, ptu_break_even_utilization(f, "monthly"), need)}
+    for name, (use, be, to_buy) in cases.items():
         ratios[name, f] = use / be
-        print(f"{name:<42}{f:>7.0%}{use:>6.0%}{be:>6.0%}{use / be:>7.2f}{need:>13}")
+        rows.append((name, f, use, be, use / be, to_buy))
+print(table(rows, ["", "output", "u", "u*", "u/u*", "PTUs needed"],
+            ["", ".0%", ".0%", ".0%", ".2f", ""]))
 shrink = blended_price(C_IN, C_OUT, 0.1) / blended_price(C_IN, C_OUT, 0.5)
-for name in {k for k, _ in ratios}:
-    assert abs(ratios[name, 0.1] / ratios[name, 0.5] - shrink) < 1e-12      # the same 0.52 either way
-ptu_need = {f: ptus_needed(ptu_volume / MINUTES_PER_MONTH, f, min_ptus=1, step=1) for f in (0.5, 0.1)}
-assert ptu_need == {0.5: 46, 0.1: 24} and ptu_usd == 13_000
-assert abs(ratios[f"{n_ptu} PTUs, output weighed 4", 0.5] - payg_cost_usd(ptu_volume, blended_price(C_IN, C_OUT, 0.5)) / ptu_usd) < 1e-12
+for name in (contract, ptus):      # the same factor either way: b(0.1) / b(0.5)
+    assert abs(ratios[name, 0.1] / ratios[name, 0.5] - shrink) < 1e-12
 
 # %% tags=["remove-cell"]
+ptu_need = {f: ptus_needed(ptu_volume / MINUTES_PER_MONTH, f, min_ptus=1, step=1)
+            for f in (0.5, 0.1)}
+assert ptu_need == {0.5: 46, 0.1: 24} and ptu_usd == 13_000
+payg_over_ptu = payg_cost_usd(ptu_volume, blended_price(C_IN, C_OUT, 0.5)) / ptu_usd
+assert abs(ratios[ptus, 0.5] - payg_over_ptu) < 1e-12
 glue("ec_ptu_story_volume", f"{ptu_volume / 1e9:.0f} billion")
 glue("ec_shrink", f"{shrink:.2f}")
 glue("ec_ptu_need50", f"{ptu_need[0.5]}")
@@ -317,20 +340,26 @@ fig = break_even_figure(ptu_terms=("monthly", "yearly"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'output':>7}{'tokens/min per PTU':>20}{'hourly':>9}{'monthly':>9}{'yearly':>9}   (break-even utilisation)")
-for f in (0.0, 0.1, 0.25, 0.5):
-    row = [ptu_break_even_utilization(f, t) for t in ("hourly", "monthly", "yearly")]
-    print(f"{f:>7.0%}{ptu_tokens_per_minute(1, f):>20,.0f}" + "".join(f"{x:>9.0%}" for x in row))
-per_month = {t: ptu_monthly_cost_usd(1, t) for t in ("hourly", "monthly", "yearly")}
-print("cost per PTU-month: " + ", ".join(f"{t} ${v:,.0f}" for t, v in per_month.items()))
+terms = ("hourly", "monthly", "yearly")
+rows = [(f, ptu_tokens_per_minute(1, f),
+         *(ptu_break_even_utilization(f, t) for t in terms))
+        for f in (0.0, 0.1, 0.25, 0.5)]
+print("one gpt-4o PTU: tokens a minute, and its break-even utilisation by term")
+print(table(rows, ["output", "tokens/min per PTU", *terms],
+            [".0%", ",.0f", ".0%", ".0%", ".0%"]))
+per_month = {t: ptu_monthly_cost_usd(1, t) for t in terms}
+print("cost per PTU-month:", ", ".join(f"{t} ${v:,.0f}" for t, v in per_month.items()))
 pure_vs_half = ptu_tokens_per_minute(1, 0.0) / ptu_tokens_per_minute(1, 0.5)
 be_month, be_year = (ptu_break_even_utilization(0.1, t) for t in ("monthly", "yearly"))
-assert round(ptu_tokens_per_minute(1, 0.5)) == 1000 and pure_vs_half == 2.5
-assert (round(be_month, 2), round(be_year, 2)) == (0.95, 0.81)
-assert all(abs(ptu_break_even_utilization(f, "monthly") - be_month) < 1e-12 for f in (0.0, 0.25, 0.5))
-assert abs(be_month - AZURE_PTU.usd_per_month / (GPT_4O_INPUT_TPM_PER_PTU * MINUTES_PER_MONTH * C_IN / 1000)) < 1e-12
+# Output weighed at the price ratio: the same break-even at every mix.
+assert all(abs(ptu_break_even_utilization(f, "monthly") - be_month) < 1e-12
+           for f in (0.0, 0.25, 0.5))
 
 # %% tags=["remove-cell"]
+assert round(ptu_tokens_per_minute(1, 0.5)) == 1000 and pure_vs_half == 2.5
+assert (round(be_month, 2), round(be_year, 2)) == (0.95, 0.81)
+payg_value = GPT_4O_INPUT_TPM_PER_PTU * MINUTES_PER_MONTH * C_IN / 1000
+assert abs(be_month - AZURE_PTU.usd_per_month / payg_value) < 1e-12
 glue("ec_ptu_pure_vs_half", f"{pure_vs_half:g}")
 glue("ec_ptu_be_month", f"{be_month:.0%}")
 glue("ec_ptu_be_year", f"{be_year:.0%}")
@@ -339,7 +368,7 @@ glue("ec_ptu_be_year", f"{be_year:.0%}")
 # Two lessons. First, one PTU carries {glue:text}`ec_ptu_pure_vs_half` times as many
 # tokens of pure input as of a 50% output mix: the mix decides how many to buy. Second,
 # with $w = r = 4$ this is the second case of the derivation above: the break-even is
-# $u^* = 1000\,C/(K c_{in})$, \$260 over the PAYG value of 2,500 input tokens a minute for
+# $u^* = 1000\,C/(K c_\text{in})$, \$260 over the PAYG value of 2,500 input tokens a minute for
 # a month, {glue:text}`ec_ptu_be_month` on a monthly reservation and
 # {glue:text}`ec_ptu_be_year` on a yearly one, at every mix. At regional list prices a
 # gpt-4o PTU barely pays for itself on cost alone (hourly, never); teams buy them for
@@ -349,9 +378,10 @@ glue("ec_ptu_be_year", f"{be_year:.0%}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for w in (2, 4, 6):
-    lo, hi = (ptu_break_even_utilization(f, "yearly", output_weight=w) for f in (0.1, 0.5))
-    print(f"output weight {w}: yearly break-even {lo:.0%} at 10% output, {hi:.0%} at 50%")
+rows = [(w, *(ptu_break_even_utilization(f, "yearly", output_weight=w)
+              for f in (0.1, 0.5))) for w in (2, 4, 6)]
+print("yearly break-even of a gpt-4o PTU, by the weight of an output token")
+print(table(rows, ["output weight", "10% output", "50% output"], ["", ".0%", ".0%"]))
 
 # %% [markdown]
 # ### Discounts the workload can claim: cached input and the batch API
@@ -367,29 +397,32 @@ for w in (2, 4, 6):
 
 # %%
 # NBVAL_CHECK_OUTPUT
-h = sc.AGENT_CACHED_INPUT_FRACTION
-agents = {"list": (GPT_4O.blended(sc.MIX_AFTER), u[sc.MIX_AFTER], be_month),
+h, f_agents, f_night = sc.AGENT_CACHED_INPUT_FRACTION, sc.MIX_AFTER, sc.MIX_TRACE
+cached_com = break_even_utilization(
+    com.monthly_usd, com.capacity_tokens_per_month, C_IN, C_OUT, f_agents,
+    cached_input_fraction=h, usd_per_1k_cached_input=GPT_4O.usd_per_1k_cached_input)
+agents = {"list": (GPT_4O.blended(f_agents), u[f_agents], be_month),
           f"{h:.0%} of input cached": (
-              GPT_4O.blended(sc.MIX_AFTER, cached_input_fraction=h),
-              break_even_utilization(com.monthly_usd, com.capacity_tokens_per_month, C_IN, C_OUT, sc.MIX_AFTER,
-                                     cached_input_fraction=h, usd_per_1k_cached_input=GPT_4O.usd_per_1k_cached_input),
-              ptu_break_even_utilization(sc.MIX_AFTER, "monthly", cached_input_fraction=h))}
-print(f"agents, {sc.MIX_AFTER:.0%} output{'':<14}{'$ per 1M':>9}{'contract u*':>13}{'PTU u* (monthly)':>18}")
-for name, (b, u_com, u_ptu) in agents.items():
-    print(f"  {name:<30}{b * 1000:>9.2f}{u_com:>13.0%}{u_ptu:>18.0%}")
+              GPT_4O.blended(f_agents, cached_input_fraction=h), cached_com,
+              ptu_break_even_utilization(f_agents, "monthly", cached_input_fraction=h))}
 batch = GPT_4O.batch()
-overnight = {"interactive": (GPT_4O.blended(sc.MIX_TRACE), com.break_even_utilization(sc.MIX_TRACE),
-                             ptu_break_even_utilization(sc.MIX_TRACE, "monthly")),
-             "batch API": (batch.blended(sc.MIX_TRACE), com.break_even_utilization(sc.MIX_TRACE, batch),
-                           ptu_break_even_utilization(sc.MIX_TRACE, "monthly", token_price=batch))}
-print(f"overnight tier, {sc.MIX_TRACE:.0%} output")
-for name, (b, u_com, u_ptu) in overnight.items():
-    print(f"  {name:<30}{b * 1000:>9.2f}{u_com:>13.0%}{u_ptu:>18.0%}")
+overnight = {
+    "interactive": (GPT_4O.blended(f_night), com.break_even_utilization(f_night),
+                    ptu_break_even_utilization(f_night, "monthly")),
+    "batch API": (batch.blended(f_night), com.break_even_utilization(f_night, batch),
+                  ptu_break_even_utilization(f_night, "monthly", token_price=batch))}
+rows = [(f"agents ({f_agents:.0%} output), {name}", b * 1000, u_com, u_ptu)
+        for name, (b, u_com, u_ptu) in agents.items()]
+rows += [(f"overnight tier ({f_night:.0%} output), {name}", b * 1000, u_com, u_ptu)
+         for name, (b, u_com, u_ptu) in overnight.items()]
+print(table(rows, ["", "$ per 1M", "contract u*", "PTU u* (monthly)"],
+            ["", ".2f", ".0%", ".0%"]))
 cached_be = agents[f"{h:.0%} of input cached"]
-assert (round(cached_be[0] * 1000, 2), round(cached_be[1], 2), round(cached_be[2], 2)) == (2.69, 0.93, 0.75)
-assert (round(overnight["batch API"][1], 2), round(overnight["batch API"][2], 2)) == (1.14, 1.90)
 
 # %% tags=["remove-cell"]
+assert [round(x, 2) for x in (cached_be[0] * 1000, cached_be[1], cached_be[2])] == \
+    [2.69, 0.93, 0.75]
+assert [round(x, 2) for x in overnight["batch API"][1:]] == [1.14, 1.90]
 glue("ec_cached_share", f"{h:.0%}")
 glue("ec_cached_blend", f"${cached_be[0] * 1000:.2f}")
 glue("ec_cached_be_com", f"{cached_be[1]:.0%}")
@@ -418,17 +451,18 @@ glue("ec_batch_be_ptu", f"{overnight['batch API'][2]:.0%}")
 # NBVAL_CHECK_OUTPUT
 demand = sc.trace()
 p50, p90, peak = np.percentile(demand, 50), np.percentile(demand, 90), demand.max()
-print(f"{demand.size:,} minutes; mean {demand.mean():,.0f}, p50 {p50:,.0f}, p90 {p90:,.0f}, "
-      f"peak {peak:,.0f} tokens/min")
+print(f"{demand.size:,} minutes; mean {demand.mean():,.0f}, p50 {p50:,.0f}, "
+      f"p90 {p90:,.0f}, peak {peak:,.0f} tokens/min")
 print(f"mean / peak = {demand.mean() / peak:.0%}")
-assert round(demand.mean()) == 60_000 and round(demand.mean() / peak, 2) == 0.22
 
 # %% tags=["remove-cell"]
+assert round(demand.mean()) == 60_000 and round(demand.mean() / peak, 2) == 0.22
 glue("ec_mix_trace", f"{sc.MIX_TRACE:.0%}")
 
 # %%
 week = demand[: 7 * 1440]
-fig, ax = plots.new_axes("day", "demand (1,000 tokens/min)", "first week of the seeded trace")
+fig, ax = plots.new_axes("day", "demand (1,000 tokens/min)",
+                         "first week of the seeded trace")
 ax.plot(np.arange(week.size) / 1440, week / 1e3, lw=0.4)
 for q, label in ((p50, "p50"), (peak, "peak")):
     ax.axhline(q / 1e3, color="black", lw=0.8, ls="--")
@@ -463,31 +497,37 @@ for q, label in ((p50, "p50"), (peak, "peak")):
 # NBVAL_CHECK_OUTPUT
 blended = blended_price(C_IN, C_OUT, sc.MIX_TRACE)
 unit = com.usd_per_tpm_month
-options = {"no floor (all PAYG)": spillover_cost(demand, 0, unit, blended),
-           "floor at p50, spill": spillover_cost(demand, p50, unit, blended, spill=True),
-           "floor at p50, refuse": spillover_cost(demand, p50, unit, blended, spill=False),
-           "floor at peak": spillover_cost(demand, peak, unit, blended)}
 best = cheapest_floor(demand, unit, blended)
 best_pct = f"p{100 * np.mean(demand <= best.floor_tpm):.0f}"
-options[f"cheapest floor ({best_pct}), spill"] = best
-print(f"{'':<28}{'floor tokens/min':>17}{'$/month':>10}{'availability':>14}{'floor busy':>12}")
-for name, r in options.items():
-    print(f"{name:<28}{r.floor_tpm:>17,.0f}{r.total_usd:>10,.0f}{r.availability:>14.1%}"
-          f"{(f'{r.floor_utilization:.0%}' if r.floor_tpm else '-'):>12}")
+options = {
+    "no floor (all PAYG)": spillover_cost(demand, 0, unit, blended),
+    "floor at p50, spill": spillover_cost(demand, p50, unit, blended, spill=True),
+    "floor at p50, refuse": spillover_cost(demand, p50, unit, blended, spill=False),
+    "floor at peak": spillover_cost(demand, peak, unit, blended),
+    f"cheapest floor ({best_pct}), spill": best}
+rows = [(name, r.floor_tpm, r.total_usd, r.availability,
+         f"{r.floor_utilization:.0%}" if r.floor_tpm else "-")
+        for name, r in options.items()]
+print(table(rows, ["", "floor tokens/min", "$/month", "availability", "floor busy"],
+            ["", ",.0f", ",.0f", ".1%", ""]))
 u_trace = com.break_even_utilization(sc.MIX_TRACE)
-print(f"break-even utilisation of the capacity at this mix: {u_trace:.0%} -> cheapest floor at "
-      f"p{cheapest_floor_percentile(u_trace):.0f}")
-assert options["floor at p50, spill"].total_usd < options["no floor (all PAYG)"].total_usd
-assert options["floor at p50, spill"].availability == 1 and options["floor at p50, refuse"].availability < 0.8
-assert round(u_trace, 2) == 0.57 and best_pct == "p43"
-assert abs(floor_break_even_utilization(unit, blended) - u_trace) < 1e-12
-assert abs(100 * np.mean(demand <= best.floor_tpm) - cheapest_floor_percentile(u_trace)) < 0.5
-sp, pk, nofloor = options["floor at p50, spill"], options["floor at peak"], options["no floor (all PAYG)"]
-refuse = options["floor at p50, refuse"]
-assert (round(sp.total_usd), round(pk.total_usd), round(nofloor.total_usd)) == (8_946, 29_477, 11_498)
-assert round(refuse.availability, 3) == 0.747
+print(f"break-even utilisation of the capacity at this mix: {u_trace:.0%} "
+      f"-> cheapest floor at p{cheapest_floor_percentile(u_trace):.0f}")
+sp, pk = options["floor at p50, spill"], options["floor at peak"]
+nofloor, refuse = options["no floor (all PAYG)"], options["floor at p50, refuse"]
+# Spilling serves every token; refusing turns the overflow into errors.
+assert sp.availability == 1 and refuse.availability < 0.8
+# The cheapest floor sits at the (1 - u*) quantile of demand.
+below_best = 100 * np.mean(demand <= best.floor_tpm)       # its percentile
+assert abs(below_best - cheapest_floor_percentile(u_trace)) < 0.5
 
 # %% tags=["remove-cell"]
+assert sp.total_usd < nofloor.total_usd
+assert round(u_trace, 2) == 0.57 and best_pct == "p43"
+assert abs(floor_break_even_utilization(unit, blended) - u_trace) < 1e-12
+assert (round(sp.total_usd), round(pk.total_usd), round(nofloor.total_usd)) == \
+    (8_946, 29_477, 11_498)
+assert round(refuse.availability, 3) == 0.747
 glue("ec_u_trace", f"{u_trace:.0%}")
 glue("ec_best_pct", best_pct)
 glue("ec_p50_cost", f"${sp.total_usd:,.0f}")
@@ -513,28 +553,33 @@ glue("ec_best_cost", f"${best.total_usd:,.0f}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-ptu_rows = {}
-print(f"{'gpt-4o PTUs':<12}{'u*':>5}{'cheapest':>10}{'saves vs PAYG':>15}{'p50 vs PAYG':>13}"
-      f"{f'{GPT_4O_PTU_MIN_REGIONAL} PTUs vs PAYG':>18}")
-smallest = ptu_tokens_per_minute(GPT_4O_PTU_MIN_REGIONAL, sc.MIX_TRACE)    # the smallest regional deployment
+smallest = ptu_tokens_per_minute(GPT_4O_PTU_MIN_REGIONAL, sc.MIX_TRACE)   # tokens/min
+ptu_rows, rows = {}, []
 for term in ("monthly", "yearly"):
     unit_ptu = ptu_usd_per_tpm_month(sc.MIX_TRACE, term)
-    u_ptu = floor_break_even_utilization(unit_ptu, blended)
     cheap = cheapest_floor(demand, unit_ptu, blended)
-    at = {q: spillover_cost(demand, f, unit_ptu, blended).total_usd / nofloor.total_usd - 1
-          for q, f in (("p50", p50), ("min", smallest))}
-    ptu_rows[term] = (u_ptu, 100 * np.mean(demand <= cheap.floor_tpm), 1 - cheap.total_usd / nofloor.total_usd,
-                      at["p50"], at["min"])
-    print(f"{term:<12}{u_ptu:>5.0%}{f'p{ptu_rows[term][1]:.0f}':>10}{ptu_rows[term][2]:>15.1%}"
-          f"{at['p50']:>+13.1%}{at['min']:>+18.1%}")
-print(f"the smallest regional deployment carries {smallest:,.0f} tokens/min at this mix, "
-      f"p{100 * np.mean(demand <= smallest):.0f} of demand")
-assert {t: (round(r[1]), round(r[2], 3), round(r[3], 3)) for t, r in ptu_rows.items()} == \
-    {"monthly": (5, 0.014, 0.126), "yearly": (19, 0.075, -0.005)}
-assert all(abs(r[0] - ptu_break_even_utilization(sc.MIX_TRACE, t)) < 1e-12 for t, r in ptu_rows.items())
-assert all(r[4] > 0 for r in ptu_rows.values())             # 50 PTUs cost more than no PTU at all
+    # Each floor's monthly cost over that of sending everything to PAYG, less one.
+    vs_payg = {q: spillover_cost(demand, fl, unit_ptu, blended).total_usd
+               / nofloor.total_usd - 1 for q, fl in (("p50", p50), ("min", smallest))}
+    ptu_rows[term] = (floor_break_even_utilization(unit_ptu, blended),
+                      100 * np.mean(demand <= cheap.floor_tpm),
+                      1 - cheap.total_usd / nofloor.total_usd,
+                      vs_payg["p50"], vs_payg["min"])
+    u_ptu, pct, save, at_p50, at_min = ptu_rows[term]
+    rows.append((term, u_ptu, f"p{pct:.0f}", save, at_p50, at_min))
+print(table(rows, ["gpt-4o PTUs", "u*", "cheapest", "saves vs PAYG", "p50 vs PAYG",
+                   f"{GPT_4O_PTU_MIN_REGIONAL} PTUs vs PAYG"],
+            ["", ".0%", "", ".1%", "+.1%", "+.1%"]))
+print(f"the smallest regional deployment carries {smallest:,.0f} tokens/min "
+      f"at this mix, p{100 * np.mean(demand <= smallest):.0f} of demand")
+# It costs more than no PTU at all, on either term.
+assert all(r[4] > 0 for r in ptu_rows.values())
 
 # %% tags=["remove-cell"]
+pinned = {t: (round(r[1]), round(r[2], 3), round(r[3], 3)) for t, r in ptu_rows.items()}
+assert pinned == {"monthly": (5, 0.014, 0.126), "yearly": (19, 0.075, -0.005)}
+assert all(abs(r[0] - ptu_break_even_utilization(sc.MIX_TRACE, t)) < 1e-12
+           for t, r in ptu_rows.items())
 glue("ec_ptu_floor_month", f"p{ptu_rows['monthly'][1]:.0f}")
 glue("ec_ptu_floor_year", f"p{ptu_rows['yearly'][1]:.0f}")
 glue("ec_ptu_save_month", f"{ptu_rows['monthly'][2]:.1%}")
@@ -575,13 +620,17 @@ sized = com.sized_for(peak)
 util = demand.mean() / peak
 over_payg = 12 * (pk.total_usd - nofloor.total_usd)
 over_best = 12 * (pk.total_usd - best.total_usd)
-print(f"peak-sized commitment: {sized.capacity_tokens_per_minute:,.0f} tokens/min for ${sized.monthly_usd:,.0f}/month")
-print(f"utilisation {util:.0%} against a break-even of {sized.break_even_utilization(sc.MIX_TRACE):.0%}")
-print(f"a year's overspend: ${over_payg:,.0f} vs PAYG, ${over_best:,.0f} vs the cheapest floor ({best_pct}) with spill")
-assert round(util, 2) == 0.22 and round(sized.break_even_utilization(sc.MIX_TRACE), 2) == 0.57
-assert round(over_payg, -3) == 216_000
+print(f"peak-sized commitment: {sized.capacity_tokens_per_minute:,.0f} tokens/min "
+      f"for ${sized.monthly_usd:,.0f}/month")
+print(f"utilisation {util:.0%} against a break-even of "
+      f"{sized.break_even_utilization(sc.MIX_TRACE):.0%}")
+print(f"a year's overspend: ${over_payg:,.0f} vs PAYG, "
+      f"${over_best:,.0f} vs the cheapest floor ({best_pct}) with spill")
 
 # %% tags=["remove-cell"]
+assert round(util, 2) == 0.22
+assert round(sized.break_even_utilization(sc.MIX_TRACE), 2) == 0.57
+assert round(over_payg, -3) == 216_000
 glue("ec_overspend", f"${over_payg:,.0f}")
 glue("ec_peak_util", f"{util:.0%}")
 
@@ -632,18 +681,26 @@ fig = floor_figure(50)
 # NBVAL_CHECK_OUTPUT
 sh = sc.SELF_HOST
 thr = sh.throughput()
-print(f"{sh.model} bf16, TP={sh.tp_degree} x {sh.gpu}, context {sh.context_len:,}, output fraction {sh.output_fraction:.0%}")
-print(f"batch {thr.batch} (requested {thr.batch_requested}, KV cache allows {thr.max_batch})")
-print(f"decode {thr.decode_tokens_per_s:,.0f} tokens/s, prefill {thr.prefill_tokens_per_s:,.0f} tokens/s per replica")
-print(f"mix: {thr.tokens_per_s:,.0f} tokens/s per replica = {thr.tokens_per_gpu_s:,.0f} tokens per GPU-second")
-print(f"GPUs at ${sh.usd_per_gpu_hour:.2f}/hour, >= {sh.min_replicas} replicas, average load <= {sh.max_utilization:.0%}; "
+print(f"{sh.model} bf16, TP={sh.tp_degree} x {sh.gpu}, context {sh.context_len:,}, "
+      f"output fraction {sh.output_fraction:.0%}")
+print(f"batch {thr.batch} (requested {thr.batch_requested}, "
+      f"KV cache allows {thr.max_batch})")
+print(f"decode {thr.decode_tokens_per_s:,.0f} tokens/s, "
+      f"prefill {thr.prefill_tokens_per_s:,.0f} tokens/s per replica")
+print(f"mix: {thr.tokens_per_s:,.0f} tokens/s per replica "
+      f"= {thr.tokens_per_gpu_s:,.0f} tokens per GPU-second")
+print(f"GPUs at ${sh.usd_per_gpu_hour:.2f}/hour, >= {sh.min_replicas} replicas, "
+      f"average load <= {sh.max_utilization:.0%}; "
       f"engineer ${sh.usd_per_engineer_year:,.0f}/year loaded")
-print(f"PAYG, same model: {sh.hosted.model} at ${sh.hosted_usd_per_1k * 1000:.2f} per 1M tokens "
-      f"({sh.hosted.source.url}, read {sh.hosted.source.read_on})")
+print(f"PAYG, same model: {sh.hosted.model} at ${sh.hosted_usd_per_1k * 1000:.2f} "
+      f"per 1M tokens ({sh.hosted.source.url}, read {sh.hosted.source.read_on})")
 print(f"PAYG, closed model: gpt-4o at ${sh.payg_usd_per_1k * 1000:.3f} per 1M tokens "
       f"({sh.payg.source.url}, read {sh.payg.source.read_on})")
+
+# %% tags=["remove-cell"]
 assert thr.batch == 64 and round(thr.tokens_per_gpu_s, -1) == 2690
-assert round(sh.hosted_usd_per_1k * 1000, 2) == 0.90 and round(sh.payg_usd_per_1k * 1000, 3) == 4.375
+assert round(sh.hosted_usd_per_1k * 1000, 2) == 0.90
+assert round(sh.payg_usd_per_1k * 1000, 3) == 4.375
 
 # %% [markdown]
 # These are roofline bounds: a real engine reaches some fraction of them. The crossovers
@@ -662,22 +719,26 @@ assert round(sh.hosted_usd_per_1k * 1000, 2) == 0.90 and round(sh.payg_usd_per_1
 # %%
 # NBVAL_CHECK_OUTPUT
 t = sh.tco(sc.STORY_TOKENS_PER_MONTH, n_engineers=sc.ENGINEERS_ACTUAL)
-print(f"{sc.STORY_TOKENS_PER_MONTH / 1e9:.0f} B tokens/month on {t.n_gpus} GPUs ({t.n_replicas} replicas), "
-      f"utilisation {t.utilization:.1%}")
-print(f"  GPU-hours             ${t.gpu_usd:>8,.0f}   (of which idle capacity ${t.idle_usd:,.0f})")
-print(f"  engineering, {sc.ENGINEERS_ACTUAL} people  ${t.engineering_usd:>8,.0f}")
-print(f"  total                 ${t.total_usd:>8,.0f}")
-print(f"unit cost: business case ${t.gpu_only_usd_per_1k * 1000:.2f}, true ${t.unit_cost_usd_per_1k * 1000:.2f}, "
-      f"PAYG gpt-4o ${sh.payg_usd_per_1k * 1000:.2f}, same model hosted ${sh.hosted_usd_per_1k * 1000:.2f} per 1M tokens")
+print(f"{sc.STORY_TOKENS_PER_MONTH / 1e9:.0f} B tokens/month on {t.n_gpus} GPUs "
+      f"({t.n_replicas} replicas), utilisation {t.utilization:.1%}")
+print(table([("GPU-hours", t.gpu_usd), ("  of which idle capacity", t.idle_usd),
+             (f"engineering, {sc.ENGINEERS_ACTUAL} people", t.engineering_usd),
+             ("total", t.total_usd)], ["a month", "USD"], ["", ",.0f"]))
+print(table([("business case (GPU-hours only)", t.gpu_only_usd_per_1k * 1000),
+             ("true (every line)", t.unit_cost_usd_per_1k * 1000),
+             ("PAYG, gpt-4o", sh.payg_usd_per_1k * 1000),
+             ("PAYG, same model hosted", sh.hosted_usd_per_1k * 1000)],
+            ["unit cost", "$ per 1M tokens"], ["", ".2f"]))
 ratio = t.unit_cost_usd_per_1k / t.gpu_only_usd_per_1k
-print(f"true / business case = {ratio:.2f}x")
 eng_vs_gpu = t.engineering_usd / t.gpu_usd
-print(f"engineering / GPU-hours = {eng_vs_gpu:.1f}x")
-assert t.gpu_only_usd_per_1k < sh.payg_usd_per_1k < t.unit_cost_usd_per_1k and round(ratio) == 3
-assert round(eng_vs_gpu, 1) == 2.1
-assert sh.hosted_usd_per_1k < t.gpu_only_usd_per_1k           # like for like, it never won
+print(f"true / business case = {ratio:.2f}x; "
+      f"engineering / GPU-hours = {eng_vs_gpu:.1f}x")
+# Against gpt-4o it won on GPU-hours and lost in full; like for like it never won.
+assert t.gpu_only_usd_per_1k < sh.payg_usd_per_1k < t.unit_cost_usd_per_1k
+assert sh.hosted_usd_per_1k < t.gpu_only_usd_per_1k
 
 # %% tags=["remove-cell"]
+assert round(ratio) == 3 and round(eng_vs_gpu, 1) == 2.1
 glue("ec_three_x", f"{ratio:.1f}x")
 glue("ec_gpu_only", f"${t.gpu_only_usd_per_1k * 1000:.2f}")
 glue("ec_hosted_price", f"${sh.hosted_usd_per_1k * 1000:.2f}")
@@ -694,48 +755,104 @@ glue("ec_eng_vs_gpu", f"{eng_vs_gpu:.1f}")
 # ### Where self-hosting crosses PAYG
 #
 # PAYG grows linearly with volume; self-hosting is a staircase (a replica at a time) on
-# top of the engineering line. With the business case's quarter of an engineer, the
-# deployment meets gpt-4o's price between 4 and 5 billion tokens a month, and the same
-# model hosted only near {glue:text}`ec_cross_hosted`. An overnight tier that could use
-# gpt-4o's batch API at half price needs twice the volume of the interactive one:
+# top of the engineering line, so the two can cross more than once. The table gives the
+# first volume at which self-hosting costs no more, and, against the same model hosted,
+# also the volume above which it never costs more again. With the business case's quarter
+# of an engineer, the deployment meets gpt-4o's price between 4 and 5 billion tokens a
+# month, and the same model hosted only near {glue:text}`ec_cross_hosted`. An overnight
+# tier that could use gpt-4o's batch API at half price needs twice the volume of the
+# interactive one:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-cross = {e: sh.crossover(n_engineers=e) for e in (0, sc.ENGINEERS_PLANNED, 1, sc.ENGINEERS_ACTUAL)}
-cross_hosted = {e: sh.crossover(n_engineers=e, price=sh.hosted) for e in cross}
-cross_batch = {e: sh.crossover(n_engineers=e, price=GPT_4O.batch()) for e in cross}
-print(f"{'engineers':>10}  self-hosting wins above (B tokens/month) against:")
-print(f"{'':>10}{'gpt-4o':>10}{'gpt-4o batch':>14}{'same model hosted':>19}")
-for e in cross:
-    print(f"{e:>10g}{cross[e] / 1e9:>10.2f}{cross_batch[e] / 1e9:>14.2f}{cross_hosted[e] / 1e9:>19.2f}")
-assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9                 # 4-5 B with the planned staff, against gpt-4o
-assert round(cross[sc.ENGINEERS_PLANNED] / 1e9, 2) == 4.19 and round(cross[sc.ENGINEERS_ACTUAL] / 1e9, 2) == 10.19
-assert round(cross_hosted[sc.ENGINEERS_PLANNED] / 1e9, 2) == 20.39
-assert all(abs(cross_batch[e] - 2 * cross[e]) < 1e-3 * cross[e] for e in cross)
+staff = (0, sc.ENGINEERS_PLANNED, 1, sc.ENGINEERS_ACTUAL)
+cross = {e: sh.crossover(n_engineers=e) for e in staff}
+cross_batch = {e: sh.crossover(n_engineers=e, price=GPT_4O.batch()) for e in staff}
+cross_hosted = {e: sh.crossover(n_engineers=e, price=sh.hosted) for e in staff}
+hosted_for_good = {e: sh.lasting_crossover(n_engineers=e, price=sh.hosted)
+                   for e in staff}
+rows = [(e, cross[e] / 1e9, cross_batch[e] / 1e9, cross_hosted[e] / 1e9,
+         hosted_for_good[e] / 1e9) for e in staff]
+print("self-hosting costs no more than PAYG from (B tokens a month), against:")
+print(table(rows, ["engineers", "gpt-4o", "gpt-4o batch", "same model hosted",
+                   "hosted, for good from"], ["g", ".2f", ".2f", ".2f", ".2f"]))
+# Against gpt-4o, list or batch price, it stays cheaper from its first crossover on.
+for e in staff:
+    for price in (None, GPT_4O.batch()):
+        first = sh.crossover(e, price=price)
+        assert abs(sh.lasting_crossover(e, price=price) / first - 1) < 1e-9
 
 # %% tags=["remove-cell"]
+assert 4e9 <= cross[sc.ENGINEERS_PLANNED] <= 5e9     # 4-5 B with the planned staff
+assert round(cross[sc.ENGINEERS_PLANNED] / 1e9, 2) == 4.19
+assert round(cross[sc.ENGINEERS_ACTUAL] / 1e9, 2) == 10.19
+assert round(cross_hosted[sc.ENGINEERS_PLANNED] / 1e9, 2) == 20.39
+assert hosted_for_good[sc.ENGINEERS_PLANNED] == cross_hosted[sc.ENGINEERS_PLANNED]
+assert [round(x[1] / 1e9, 2) for x in (cross_hosted, hosted_for_good)] == [32.89, 41.0]
+assert [round(x[2] / 1e9, 2) for x in (cross_hosted, hosted_for_good)] == [65.78, 73.89]
+assert all(abs(cross_batch[e] - 2 * cross[e]) < 1e-3 * cross[e] for e in cross)
+# One replica: what it costs and carries (at the 60% ceiling).
+empty = sh.tco(0, n_engineers=0)
+replica_usd = empty.gpu_usd / empty.n_replicas
+replica_tokens = empty.capacity_tokens / empty.n_replicas * sh.max_utilization
+step_edge = sh.tco(cross_hosted[1], n_engineers=1).n_replicas * replica_tokens
+assert cross_hosted[1] < step_edge < hosted_for_good[1]
+assert round(step_edge / 1e9, 1) == 33.9
+glue("ec_replica_usd", f"${replica_usd:,.0f}")
+glue("ec_replica_tokens", f"{replica_tokens / 1e9:.1f} B")
+glue("ec_replica_in_hosted", f"{replica_usd / sh.hosted_usd_per_1k * 1000 / 1e9:.1f} B")
+glue("ec_replica_in_gpt4o", f"{replica_usd / sh.payg_usd_per_1k * 1000 / 1e9:.1f} B")
+glue("ec_hosted1_first", f"{cross_hosted[1] / 1e9:.1f} B")
+glue("ec_hosted1_edge", f"{step_edge / 1e9:.1f} B")
+glue("ec_hosted1_good", f"{hosted_for_good[1] / 1e9:.1f} B")
+glue("ec_hosted2_first", f"{cross_hosted[2] / 1e9:.1f} B")
+glue("ec_hosted2_good", f"{hosted_for_good[2] / 1e9:.1f} B")
 glue("ec_cross", f"{cross[sc.ENGINEERS_PLANNED] / 1e9:.1f} B")
 glue("ec_cross2", f"{cross[sc.ENGINEERS_ACTUAL] / 1e9:.1f} B")
 glue("ec_cross_hosted", f"{cross_hosted[sc.ENGINEERS_PLANNED] / 1e9:.1f} B")
 
+# %% [markdown]
+# Against gpt-4o, at either price, the first crossing is the last: once self-hosting
+# wins it keeps winning. Against the same model hosted it need not. A replica costs
+# {glue:text}`ec_replica_usd` a month and carries up to {glue:text}`ec_replica_tokens`
+# tokens at the 60% ceiling; at the hosted price those dollars buy
+# {glue:text}`ec_replica_in_hosted` tokens (at gpt-4o's, only
+# {glue:text}`ec_replica_in_gpt4o`). A break-even that falls within that many tokens of
+# the end of its step is lost again when the next replica is added. With one engineer,
+# self-hosting first costs no more at {glue:text}`ec_hosted1_first`; at
+# {glue:text}`ec_hosted1_edge` a third replica is due, the bill jumps by
+# {glue:text}`ec_replica_usd`, and it costs more than the hosted price again up to
+# {glue:text}`ec_hosted1_good`. Only above that does it stay cheaper
+# (`SelfHostScenario.lasting_crossover`): each step adds {glue:text}`ec_replica_tokens`
+# of capacity for the price of {glue:text}`ec_replica_in_hosted`, so every later
+# break-even falls further inside its step. With two engineers the same happens between {glue:text}`ec_hosted2_first` and
+# {glue:text}`ec_hosted2_good`. A crossover on a staircase is two figures: where
+# self-hosting first breaks even, and where it breaks even for good.
+
 # %%
-vols = np.linspace(0.2e9, 60e9, 300)
+vols = np.linspace(0.2e9, 60e9, 600)
 fig, ax = plots.new_axes("monthly volume (billion tokens)", r"monthly cost (\$1,000)",
                          "self-hosted Llama-3-70B vs PAYG, 25% output")
-ax.plot(vols / 1e9, [payg_cost_usd(v, sh.payg_usd_per_1k) / 1e3 for v in vols], label="PAYG (gpt-4o)")
-ax.plot(vols / 1e9, [payg_cost_usd(v, sh.hosted_usd_per_1k) / 1e3 for v in vols], label="PAYG (Llama-3-70B hosted)")
-for e in (sc.ENGINEERS_PLANNED, sc.ENGINEERS_ACTUAL):
-    ax.plot(vols / 1e9, [sh.tco(v, n_engineers=e).total_usd / 1e3 for v in vols], label=f"self-hosted, {e:g} engineers")
+for name, per_1k in (("gpt-4o", sh.payg_usd_per_1k),
+                     ("Llama-3-70B hosted", sh.hosted_usd_per_1k)):
+    ax.plot(vols / 1e9, [payg_cost_usd(v, per_1k) / 1e3 for v in vols],
+            label=f"PAYG ({name})")
+for e in (sc.ENGINEERS_PLANNED, 1, sc.ENGINEERS_ACTUAL):
+    ax.plot(vols / 1e9, [sh.tco(v, n_engineers=e).total_usd / 1e3 for v in vols],
+            label=f"self-hosted, {e:g} engineer{'s' if e != 1 else ''}")
+ax.set_ylim(0, 80)      # close enough to see the hosted line cross the staircase twice
 plots.legend(fig)
 
 # %% [markdown]
-# *Figure: monthly cost against volume. Notice the staircase (a new 4-GPU replica each time
-# average load would pass 60%) and that the engineering line shifts the whole staircase
-# up: against gpt-4o the crossover moves from {glue:text}`ec_cross` to {glue:text}`ec_cross2`
+# *Figure: monthly cost against volume (gpt-4o's PAYG line leaves the top of the plot
+# well after its crossings). Notice the staircase (a new 4-GPU replica each time average
+# load would pass 60%) and that the engineering line shifts the whole staircase up: against gpt-4o the crossover moves from {glue:text}`ec_cross` to {glue:text}`ec_cross2`
 # tokens a month; against the same model hosted the lower PAYG line pushes it to
-# {glue:text}`ec_cross_hosted` with a quarter of an engineer. Beyond the crossover every
-# extra token is cheap, so the case for self-hosting stands or falls on how busy the GPUs
-# will be.*
+# {glue:text}`ec_cross_hosted` with a quarter of an engineer. With one engineer the
+# staircase dips under the hosted line at {glue:text}`ec_hosted1_first`, steps back over
+# it at {glue:text}`ec_hosted1_edge` and stays under only past
+# {glue:text}`ec_hosted1_good`. Beyond the last crossing every extra token is cheap, so
+# the case for self-hosting stands or falls on how busy the GPUs will be.*
 #
 # ### Restricted data: when the arithmetic becomes an obligation
 #
@@ -748,11 +865,13 @@ plots.legend(fig)
 # %%
 # NBVAL_CHECK_OUTPUT
 restricted = 20e9
-for b in (1, 64):
-    r = sh.tco(restricted, n_engineers=sc.ENGINEERS_ACTUAL, batch=b)
-    print(f"batch {b:>2}: {sh.throughput(b).tokens_per_gpu_s:>6,.0f} tokens/GPU-s -> {r.n_gpus:>3} GPUs, "
-          f"${r.total_usd:>9,.0f}/month, ${r.unit_cost_usd_per_1k * 1000:.2f} per 1M tokens")
-one, batched = (sh.tco(restricted, n_engineers=sc.ENGINEERS_ACTUAL, batch=b) for b in (1, 64))
+runs = {b: sh.tco(restricted, n_engineers=sc.ENGINEERS_ACTUAL, batch=b)
+        for b in (1, 64)}
+rows = [(b, sh.throughput(b).tokens_per_gpu_s, r.n_gpus, r.total_usd,
+         r.unit_cost_usd_per_1k * 1000) for b, r in runs.items()]
+print(table(rows, ["batch", "tokens/GPU-s", "GPUs", "$/month", "$ per 1M tokens"],
+            ["", ",.0f", "", ",.0f", ".2f"]))
+one, batched = runs[1], runs[64]
 assert one.n_gpus > 10 * batched.n_gpus
 
 # %% tags=["remove-cell"]
@@ -774,10 +893,13 @@ glue("ec_batch_cost", f"{one.total_usd / batched.total_usd:.1f}x")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-naive = (C_IN + C_OUT) / 2                    # "the price of a token": a 50% mix in disguise
+naive = (C_IN + C_OUT) / 2             # "the price of a token": a 50% mix in disguise
 wrong = break_even_tokens(com.monthly_usd, naive) / com.capacity_tokens_per_month
 right = com.break_even_utilization(0.1)
-print(f"wrong (mean of list prices): break-even {wrong:.0%}   right (10% output): {right:.0%}")
+print(f"wrong (mean of list prices): break-even {wrong:.0%}")
+print(f"right (10% output):          break-even {right:.0%}")
+
+# %% tags=["remove-cell"]
 assert round(wrong, 2) == 0.40 and round(right, 2) == 0.77
 
 # %% [markdown]
@@ -787,12 +909,13 @@ assert round(wrong, 2) == 0.40 and round(right, 2) == 0.77
 
 # %%
 # NBVAL_CHECK_OUTPUT
-load, f = 80_000, 0.25
-wrong_n = ptus_needed(load, 0.0)                                  # every token treated as input
-right_n = ptus_needed(load, f)
-print(f"wrong: {wrong_n} PTUs carry {ptu_tokens_per_minute(wrong_n, f):,.0f} tokens/min at this mix")
-print(f"right: {right_n} PTUs carry {ptu_tokens_per_minute(right_n, f):,.0f} tokens/min")
-assert ptu_tokens_per_minute(wrong_n, f) < load <= ptu_tokens_per_minute(right_n, f)
+load, mix = 80_000, 0.25
+wrong_n = ptus_needed(load, 0.0)                 # every token treated as an input token
+right_n = ptus_needed(load, mix)
+for label, n in (("wrong", wrong_n), ("right", right_n)):
+    print(f"{label}: {n} PTUs carry {ptu_tokens_per_minute(n, mix):,.0f} tokens/min "
+          "at this mix")
+assert ptu_tokens_per_minute(wrong_n, mix) < load <= ptu_tokens_per_minute(right_n, mix)
 
 # %% [markdown]
 # **A floor bought for the peak, or at p50 by rule.** All serve every token; the peak
@@ -801,9 +924,12 @@ assert ptu_tokens_per_minute(wrong_n, f) < load <= ptu_tokens_per_minute(right_n
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"wrong (floor at peak)                 : ${pk.total_usd:,.0f}/month, availability {pk.availability:.0%}")
-print(f"wrong for PTUs (p50, monthly)         : {ptu_rows['monthly'][3]:+.0%} against no floor at all")
-print(f"right (cheapest, {best_pct} = 1 - u*, spill): ${best.total_usd:,.0f}/month, availability {best.availability:.0%}")
+print(f"wrong (floor at peak):          ${pk.total_usd:,.0f}/month, "
+      f"availability {pk.availability:.0%}")
+print(f"wrong for PTUs (p50, monthly):  {ptu_rows['monthly'][3]:+.0%} "
+      "against no floor at all")
+print(f"right (cheapest, {best_pct} = 1 - u*): ${best.total_usd:,.0f}/month, spill, "
+      f"availability {best.availability:.0%}")
 assert best.total_usd < pk.total_usd / 3 and best.availability == pk.availability == 1
 
 # %% [markdown]
@@ -812,8 +938,9 @@ assert best.total_usd < pk.total_usd / 3 and best.availability == pk.availabilit
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"wrong (GPU-hours only)      : crossover {cross[0] / 1e9:.1f} B tokens/month")
-print(f"right (with {sc.ENGINEERS_ACTUAL} engineers)      : crossover {cross[sc.ENGINEERS_ACTUAL] / 1e9:.1f} B tokens/month")
+print(f"wrong (GPU-hours only):   crossover {cross[0] / 1e9:.1f} B tokens/month")
+print(f"right (with {sc.ENGINEERS_ACTUAL} engineers): "
+      f"crossover {cross[sc.ENGINEERS_ACTUAL] / 1e9:.1f} B tokens/month")
 assert cross[sc.ENGINEERS_ACTUAL] > 3 * cross[0]
 
 # %% [markdown]
@@ -831,7 +958,7 @@ assert cross[sc.ENGINEERS_ACTUAL] > 3 * cross[0]
 # | cheapest floor with spill / p50 / at peak / none (\$2.50 capacity) | {glue:text}`ec_best_cost` / {glue:text}`ec_p50_cost` / {glue:text}`ec_peak_cost` / {glue:text}`ec_payg_cost` a month |
 # | self-hosting, true vs GPU-hours-only unit cost | {glue:text}`ec_three_x` |
 # | self-hosting crosses gpt-4o PAYG | {glue:text}`ec_cross` tokens a month (a quarter engineer), {glue:text}`ec_cross2` (two) |
-# | self-hosting crosses the same model hosted | {glue:text}`ec_cross_hosted` tokens a month (a quarter engineer) |
+# | self-hosting crosses the same model hosted | {glue:text}`ec_cross_hosted` tokens a month (a quarter engineer); one engineer: first at {glue:text}`ec_hosted1_first`, for good above {glue:text}`ec_hosted1_good` |
 #
 # A break-even is a pair, a utilisation *and* the output mix it was computed at, whenever
 # capacity is counted in tokens; where capacity weighs output at the price ratio, the mix
@@ -856,7 +983,10 @@ assert cross[sc.ENGINEERS_ACTUAL] > 3 * cross[0]
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = blended_price(GPT_4O_MINI.usd_per_1k_input, GPT_4O_MINI.usd_per_1k_output, 0.2) * 1000
+# b(f) = c_in (1 - f) + c_out f, with the prices in dollars per 1M tokens.
+answer = 0.15 * (1 - 0.2) + 0.60 * 0.2
+exact = blended_price(GPT_4O_MINI.usd_per_1k_input, GPT_4O_MINI.usd_per_1k_output, 0.2)
+print(f"${answer:.3f} per 1M tokens (servelib: ${exact * 1000:.3f})")
 ### END SOLUTION
 check("ec-1", answer)
 
@@ -866,7 +996,14 @@ check("ec-1", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = break_even_tokens(ptu_monthly_cost_usd(50, "monthly"), blended_price(C_IN, C_OUT, 0.3))
+# The reservation costs 50 x $260 a month whatever is sent; PAYG charges the blended
+# price of each token. Equal when the tokens times that price reach the reservation.
+per_token = (2.50 * (1 - 0.3) + 10 * 0.3) / 1e6        # USD per token at 30% output
+answer = 50 * 260 / per_token
+exact = break_even_tokens(ptu_monthly_cost_usd(50, "monthly"),
+                          blended_price(C_IN, C_OUT, 0.3))
+print(f"{answer / 1e9:.3f} billion tokens a month "
+      f"(servelib: {exact / 1e9:.3f} billion)")
 ### END SOLUTION
 check("ec-2", answer)
 
@@ -878,7 +1015,13 @@ check("ec-2", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = ptus_needed(80_000, 0.2, min_ptus=15, step=5)
+# An output token takes 4 input tokens of a PTU's capacity, so one PTU carries
+# 2,500 / (0.8 + 4 x 0.2) tokens a minute of this mix; then the deployment's rule.
+per_ptu = 2500 / (0.8 + 4 * 0.2)                       # tokens/min
+load_in_ptus = 80_000 / per_ptu
+answer = max(15, 5 * math.ceil(load_in_ptus / 5))
+exact = ptus_needed(80_000, 0.2, min_ptus=15, step=5)
+print(f"{load_in_ptus:.1f} PTUs of load -> {answer} PTUs (servelib: {exact})")
 ### END SOLUTION
 check("ec-3", answer)
 
@@ -889,7 +1032,12 @@ check("ec-3", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = ptu_break_even_utilization(0.2, "yearly")
+# u* = what a PTU costs a month over the PAYG value of all it carries at full use.
+tokens = 2500 / (0.8 + 4 * 0.2) * 730 * 60             # a PTU's month of this mix
+payg_value = tokens * (2.50 * 0.8 + 10 * 0.2) / 1e6    # USD
+answer = 221 / payg_value
+exact = ptu_break_even_utilization(0.2, "yearly")
+print(f"u* = {answer:.4f} (servelib: {exact:.4f})")
 ### END SOLUTION
 check("ec-4", answer)
 
@@ -902,8 +1050,15 @@ check("ec-4", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = spillover_cost(demand, floor_at_percentile(demand, 50), com.usd_per_tpm_month,
-                        blended_price(C_IN, C_OUT, 0.25)).total_usd
+# The floor costs $0.1095 per token/min a month; every token above it goes to PAYG at
+# the blended price. The trace holds one value a minute for 30 days: its spill, scaled
+# to a 730-hour month.
+floor = np.percentile(demand, 50)                                  # tokens/min
+spilled = np.maximum(demand - floor, 0).sum() * 730 * 60 / demand.size
+answer = floor * 0.1095 + spilled * (2.50 * 0.75 + 10 * 0.25) / 1e6
+exact = spillover_cost(demand, floor_at_percentile(demand, 50), com.usd_per_tpm_month,
+                       blended_price(C_IN, C_OUT, 0.25)).total_usd
+print(f"${answer:,.0f} a month (servelib: ${exact:,.0f})")
 ### END SOLUTION
 check("ec-5", answer)
 
@@ -915,7 +1070,24 @@ check("ec-5", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = sh.crossover(n_engineers=1)
+# A replica's tokens per GPU-second come from the roofline (this chapter's deployment);
+# at most 60% of its capacity is used. k replicas (at least 2) cost k x 4 GPUs x 730 h x
+# $2.50 plus the engineer; PAYG costs the blended price per token. Walk up the steps to
+# the first whose cost PAYG reaches before the step is full.
+replica_tokens = sh.throughput().tokens_per_gpu_s * 4 * 730 * 3600 * 0.6
+replica_usd = 4 * 730 * 2.50
+engineer_usd = 180_000 / 12
+per_token = (2.50 * 0.75 + 10 * 0.25) / 1e6            # gpt-4o at 25% output
+k = 2
+while (k * replica_usd + engineer_usd) / per_token > k * replica_tokens:
+    k += 1
+answer = (k * replica_usd + engineer_usd) / per_token
+# The next replica costs what PAYG charges for replica_usd / per_token tokens: that fits
+# in what is left of the step, so past it self-hosting stays cheaper (later steps too).
+assert answer + replica_usd / per_token <= k * replica_tokens
+exact = sh.lasting_crossover(n_engineers=1)
+print(f"{k} replicas: {answer / 1e9:.2f} B tokens a month "
+      f"(servelib: {exact / 1e9:.2f} B)")
 ### END SOLUTION
 check("ec-6", answer)
 
@@ -927,8 +1099,19 @@ check("ec-6", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = replica_throughput(get_model("llama-3-8b"), "l4", batch=48, context_len=2048,
-                            output_fraction=0.2).tokens_per_gpu_s
+# Llama-3-8B: 8.03 billion parameters, 128 KiB of KV per token (the KV-cache chapter).
+weights, kv_seq = 2 * 8.03e9, 2048 * 128 * 1024        # bytes
+fits = math.floor((24 * GiB - weights) * 0.9 / kv_seq)  # sequences the KV cache holds
+batch_run = min(48, fits)
+# Each phase: the larger of its compute time and its memory time.
+decode_s = max(batch_run * 2 * 8.03e9 / 121e12, (weights + batch_run * kv_seq) / 300e9)
+prefill_s = max(2 * 8.03e9 * 2048 / 121e12, (weights + kv_seq) / 300e9)
+decode, prefill = batch_run / decode_s, 2048 / prefill_s     # tokens/s of each phase
+answer = 1 / (0.2 / decode + 0.8 / prefill)             # one GPU, time-shared
+exact = replica_throughput(get_model("llama-3-8b"), "l4", batch=48, context_len=2048,
+                           output_fraction=0.2).tokens_per_gpu_s
+print(f"batch {batch_run}: {answer:,.0f} tokens per GPU-second "
+      f"(servelib: {exact:,.0f})")
 ### END SOLUTION
 check("ec-7", answer)
 
@@ -940,7 +1123,13 @@ check("ec-7", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = cheapest_floor_percentile(ptu_break_even_utilization(0.25, "yearly"))
+# The cheapest floor is the (1 - u*) quantile of demand. With output weighed at the
+# price ratio, u* is the same at every mix: the PTU-month over the PAYG value of a PTU.
+tokens = 2500 / (0.75 + 4 * 0.25) * 730 * 60
+u_star = 221 / (tokens * (2.50 * 0.75 + 10 * 0.25) / 1e6)
+answer = 100 * (1 - u_star)
+exact = cheapest_floor_percentile(ptu_break_even_utilization(0.25, "yearly"))
+print(f"u* = {u_star:.3f}: the floor sits at p{answer:.1f} (servelib: p{exact:.1f})")
 ### END SOLUTION
 check("ec-8", answer)
 
@@ -954,7 +1143,23 @@ check("ec-8", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = sh.crossover(n_engineers=1, price=sh.hosted)
+# The staircase of ec-6 against the hosted price: the first step whose cost PAYG
+# reaches before the step is full.
+replica_tokens = sh.throughput().tokens_per_gpu_s * 4 * 730 * 3600 * 0.6
+replica_usd, engineer_usd = 4 * 730 * 2.50, 180_000 / 12
+per_token = 0.90 / 1e6
+k = 2
+while (k * replica_usd + engineer_usd) / per_token > k * replica_tokens:
+    k += 1
+answer = (k * replica_usd + engineer_usd) / per_token
+exact = sh.crossover(n_engineers=1, price=sh.hosted)
+print(f"{k} replicas: {answer / 1e9:.2f} B tokens a month "
+      f"(servelib: {exact / 1e9:.2f} B)")
+# Here the next replica costs the hosted price of more tokens than the step has left.
+back_at = k * replica_tokens
+for_good = sh.lasting_crossover(n_engineers=1, price=sh.hosted)
+print(f"dearer again from {back_at / 1e9:.1f} B (replica {k + 1}) "
+      f"up to {for_good / 1e9:.1f} B")
 ### END SOLUTION
 check("ec-9", answer)
 
@@ -966,6 +1171,16 @@ check("ec-9", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = ptu_break_even_utilization(0.1, "monthly", cached_input_fraction=0.5)
+# Per token of the mix: 10% output, 90% input of which half is cached. PAYG bills $2.50,
+# $1.25 (cached) and $10 per 1M; the PTU counts input once, output 4 times, cached
+# input not at all.
+out, cached = 0.1, 0.5
+payg_per_token = ((1 - out) * (1 - cached) * 2.50 + (1 - out) * cached * 1.25
+                  + out * 10) / 1e6
+units_per_token = (1 - out) * (1 - cached) + 4 * out
+tokens = 2500 / units_per_token * 730 * 60              # a PTU's month at full use
+answer = 260 / (tokens * payg_per_token)
+exact = ptu_break_even_utilization(0.1, "monthly", cached_input_fraction=0.5)
+print(f"u* = {answer:.4f} (servelib: {exact:.4f})")
 ### END SOLUTION
 check("ec-10", answer)

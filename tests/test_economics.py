@@ -10,7 +10,7 @@ from servelib.economics import (AZURE_PTU, GPT_4O, LLAMA_3_70B_HOSTED, MINUTES_P
                                 blended_price, break_even_tokens, break_even_utilization,
                                 capacity_units_per_token, cheapest_floor, cheapest_floor_percentile,
                                 crossover_tokens_per_month, demand_trace, floor_at_percentile,
-                                floor_break_even_utilization, payg_cost_usd, ptu_break_even_utilization,
+                                floor_break_even_utilization, lasting_crossover_tokens_per_month, payg_cost_usd, ptu_break_even_utilization,
                                 ptu_capacity_tokens_per_month, ptu_monthly_cost_usd, ptu_tokens_per_minute,
                                 ptu_usd_per_tpm_month, ptus_needed, replica_throughput, self_hosted_tco,
                                 self_hosted_unit_cost, spillover_cost)
@@ -327,6 +327,57 @@ def test_crossover_on_the_staircase():
     rate = 1e9 / (730 * 3600)
     v = crossover_tokens_per_month(0.002, rate, 1000 / 730, max_utilization=1.0)
     assert v == pytest.approx(0.5e9)
+
+
+def test_lasting_crossover_on_the_staircase_by_hand():
+    # Replicas of 1e9 tokens/month at 100% for $1,000 each, $200 of engineers a month, PAYG
+    # $1.50/1M (1.5e-6 USD a token). k replicas serve up to k B tokens for 1000 k + 200:
+    # k = 1: $1,200, PAYG catches up at 0.8 B: the first crossover.
+    # k = 2 (1 to 2 B): $2,200, PAYG only from 1.467 B: dearer again from 1 B to 1.467 B.
+    # k = 3 (2 to 3 B): $3,200, PAYG from 2.133 B: dearer from 2 B to 2.133 B.
+    # k = 4 (3 to 4 B): $4,200 = PAYG at 2.8 B, below the step: cheaper on all of it, and on
+    # every later step (each gains 1e9 - 1000 / 1.5e-6 = 0.333 B tokens on PAYG).
+    rate = 1e9 / (730 * 3600)
+    kw = dict(max_utilization=1.0, n_engineers=1, usd_per_engineer_year=12 * 200)
+    assert crossover_tokens_per_month(0.0015, rate, 1000 / 730, **kw) == pytest.approx(0.8e9)
+    assert lasting_crossover_tokens_per_month(0.0015, rate, 1000 / 730, **kw) == pytest.approx(3.2e9 / 1.5)
+    # At $3/1M and no engineers the second step is already cheaper all along: the two agree.
+    kw["n_engineers"] = 0
+    assert crossover_tokens_per_month(0.003, rate, 1000 / 730, **kw) == pytest.approx(1e9 / 3)
+    assert lasting_crossover_tokens_per_month(0.003, rate, 1000 / 730, **kw) == pytest.approx(1e9 / 3)
+
+
+@pytest.mark.parametrize("n_engineers", [0, 0.25, 1, 2, 3])
+@pytest.mark.parametrize("price", ["payg", "hosted", "batch"])
+def test_lasting_crossover_is_where_self_hosting_stays_cheaper(n_engineers, price):
+    """Scanning volumes: self-hosting costs no more at the lasting crossover and at every
+    volume above it tried, and more just below it; the first crossover is never above it."""
+    sh = scenarios.SELF_HOST
+    p = {"payg": None, "hosted": sh.hosted, "batch": GPT_4O.batch()}[price]
+    per_token = sh.blended_usd_per_1k(p) / 1000
+    first, lasting = sh.crossover(n_engineers, price=p), sh.lasting_crossover(n_engineers, price=p)
+    assert first <= lasting * (1 + 1e-12)
+
+    def costs_more(v):
+        return sh.tco(v, n_engineers).total_usd > v * per_token * (1 + 1e-12)
+    assert costs_more(lasting * (1 - 1e-6)) and not costs_more(lasting)
+    assert not any(costs_more(v) for v in np.linspace(lasting, 3 * lasting, 3001))
+
+
+def test_lasting_crossover_of_the_chapter():
+    # Against gpt-4o and its batch API the staircase never crosses back; against the same
+    # model hosted ($0.90/1M), one engineer's deployment first breaks even at 32.9 B tokens,
+    # costs more again from 33.9 B (where a replica is added) to 41.0 B, and only then stays
+    # cheaper; with two engineers 65.8 B, then 73.9 B.
+    sh = scenarios.SELF_HOST
+    for e in (0, 0.25, 1, 2):
+        assert sh.lasting_crossover(e) == pytest.approx(sh.crossover(e))
+        assert sh.lasting_crossover(e, price=GPT_4O.batch()) == pytest.approx(sh.crossover(e, price=GPT_4O.batch()))
+    assert round(sh.crossover(1, price=sh.hosted) / 1e9, 2) == 32.89
+    assert round(sh.lasting_crossover(1, price=sh.hosted) / 1e9, 2) == 41.00
+    assert round(sh.crossover(2, price=sh.hosted) / 1e9, 2) == 65.78
+    assert round(sh.lasting_crossover(2, price=sh.hosted) / 1e9, 2) == 73.89
+    assert lasting_crossover_tokens_per_month(0.002, 1.0, 2.50, gpus_per_replica=4, min_replicas=2) == math.inf
 
 
 # --- bad input --------------------------------------------------------------------------

@@ -23,8 +23,10 @@ from servelib.economics.spillover import floor_at_percentile
 from servelib.grading import REGISTRY
 from servelib.grading.check import compare
 from servelib.grading.variants import GPUFacts, ModelFacts, all_variants, inputs_for, render
-from servelib.hardware import get_gpu
+from servelib.hardware import get_gpu, ridge_point
+from servelib.memory import kv_bytes_per_sequence
 from servelib.models import get_model
+from servelib.roofline import critical_batch, decode_intensity_limit
 from servelib.sim import Request, simulate, workloads
 
 GiB = 2**30
@@ -153,6 +155,12 @@ def _rl6(t, reserve=0.9, kv_split_by_tp=True):
     return batch * _tpot(p / tp, kv / tp * c, 1, peak, bw) / _tpot(p / tp, kv / tp * c, batch, peak, bw)
 
 
+def _attention_flops(t):
+    """One sequence's attention FLOPs in a decode step, from the printed shape: 4 L H d c."""
+    m = t["model"]
+    return 4 * t(m.n_layers) * t(m.n_heads) * t(m.head_dim) * t(t.v["context_len"])
+
+
 def _self_host(t):
     """The self-hosted deployment as an ec-9 statement prints it, and its hosted price."""
     sh = dataclasses.replace(SELF_HOST, usd_per_gpu_hour=t(f"{t.v['usd_per_gpu_hour']:.2f}"),
@@ -204,14 +212,16 @@ HAND = {
                        * t(t["model"].kv_kib_per_token) * 1024) / 1e9,
     "bt-2": lambda t: math.ceil(
         (r := t(t["gpu"].bf16_tflops) / t(t["gpu"].tb_per_s)) * 2 * t(t["model"].billions) * 1e9
-        / (2 * t(t["model"].billions) * 1e9 - r * t(t.v["context_len"]) * t(t["model"].kv_kib_per_token) * 1024)),
-    "bt-3": lambda t: 2 * t(t["model"].billions) * 1e9 / (t(t.v["context_len"]) * t(t["model"].kv_kib_per_token) * 1024),
+        / (2 * t(t["model"].billions) * 1e9 + _attention_flops(t)
+           - r * t(t.v["context_len"]) * t(t["model"].kv_kib_per_token) * 1024)),
+    "bt-3": lambda t: ((2 * t(t["model"].billions) * 1e9 + _attention_flops(t))
+                       / (t(t.v["context_len"]) * t(t["model"].kv_kib_per_token) * 1024)),
     "bt-4": lambda t: _min_tp(t(t["gpu"].memory_gib), CHAPTER["p70b"], CHAPTER["kv70b"], t(t.v["context_len"])),
     "bt-5": lambda t: (8 // t.v["tp_degree"]) * math.floor(
         (80 * GiB - 2 * CHAPTER["p70b"] / t.v["tp_degree"]) * 0.9
         / (CHAPTER["kv70b"] / t.v["tp_degree"] * t.v["context_len"])),
-    "bt-6": lambda t: t(t.v["batch"]) / _tpot(CHAPTER["p8b"], CHAPTER["kv8b"] * t(t.v["context_len"]), t.v["batch"],
-                                              _gpu(t).peak_flops("bf16"), _gpu(t).hbm_bandwidth_Bps),
+    "bt-6": lambda t: t(t.v["batch"]) / _tpot(t("8.03") * 1e9, t(128) * 1024 * t(t.v["context_len"]), t.v["batch"],
+                                              t(t["gpu"].bf16_tflops) * 1e12, t(t["gpu"].tb_per_s) * 1e12),
     "sch-1": lambda t: _continuous(t.v["outputs"], 2) * t(t.v["step_ms"]) / 1e3,
     "sch-2": lambda t: (simulate(policy="static", **(kw := workloads.uneven_outputs(seed=int(t(t.v["seed"])))))
                         .makespan_s / simulate(policy="continuous", **kw).makespan_s),
@@ -300,8 +310,13 @@ SLIPS = {
              ("no reserve", lambda t, ref: _kv7(t, reserve=1.0), None)],
     "bt-1": [("GiB for GB", lambda t, ref: ref * 1e9 / GiB, "GiB (2^30 bytes) where GB"),
              ("weights only", lambda t, ref: 2 * float(t["model"].billions), None)],
-    "bt-2": [("one too few", lambda t, ref: ref - 1, "off by one")],
-    "bt-3": [("forgot the 2 of 2P", lambda t, ref: ref / 2, "2x too small")],
+    "bt-2": [("one too few", lambda t, ref: ref - 1, "off by one"),
+             ("attention left out", lambda t, ref: critical_batch(get_model(t.v["model"]), ridge_point(t.v["gpu"]),
+                                                                  t.v["context_len"], attention=False), None)],
+    "bt-3": [("attention left out", lambda t, ref: decode_intensity_limit(get_model(t.v["model"]), t.v["context_len"],
+                                                                          attention=False), None),
+             ("forgot the 2 of 2P", lambda t, ref: ref - get_model(t.v["model"]).n_params
+              / kv_bytes_per_sequence(get_model(t.v["model"]), t.v["context_len"]), None)],
     "bt-4": [("one degree short", lambda t, ref: ref / 2, None)],
     "bt-5": [("one replica only", lambda t, ref: ref * t.v["tp_degree"] / 8, None), ("one too many", lambda t, ref: ref + 1, "off by one")],
     "bt-6": [("per sequence", lambda t, ref: ref / t.v["batch"], None)],

@@ -13,8 +13,9 @@ from .prices import (AZURE_PTU, GPT_4O, GPT_4O_MINI, H100_USD_PER_GPU_HOUR, HOUR
                      MINUTES_PER_MONTH, SECONDS_PER_MONTH, PtuPrice, Source, TokenPrice)
 from .ptu import (ptu_break_even_utilization, ptu_capacity_tokens_per_month, ptu_monthly_cost_usd,
                   ptu_tokens_per_minute, ptu_usd_per_tpm_month, ptus_needed)
-from .selfhost import (ReplicaThroughput, SelfHostedTCO, crossover_tokens_per_month, replica_throughput,
-                       self_hosted_tco, self_hosted_unit_cost)
+from .selfhost import (ReplicaThroughput, SelfHostedTCO, crossover_tokens_per_month,
+                       lasting_crossover_tokens_per_month, replica_throughput, self_hosted_tco,
+                       self_hosted_unit_cost)
 from .spillover import (SpilloverResult, cheapest_floor, cheapest_floor_percentile, demand_trace,
                         floor_at_percentile, floor_break_even_utilization, spillover_cost)
 
@@ -24,7 +25,8 @@ __all__ = [
     "MINUTES_PER_MONTH", "SECONDS_PER_MONTH", "PtuPrice", "Source", "TokenPrice",
     "ptu_break_even_utilization", "ptu_capacity_tokens_per_month", "ptu_monthly_cost_usd",
     "ptu_tokens_per_minute", "ptu_usd_per_tpm_month", "ptus_needed",
-    "ReplicaThroughput", "SelfHostedTCO", "crossover_tokens_per_month", "replica_throughput",
+    "ReplicaThroughput", "SelfHostedTCO", "crossover_tokens_per_month", "lasting_crossover_tokens_per_month",
+    "replica_throughput",
     "self_hosted_tco", "self_hosted_unit_cost",
     "SpilloverResult", "cheapest_floor", "cheapest_floor_percentile", "demand_trace", "floor_at_percentile",
     "floor_break_even_utilization", "spillover_cost",

@@ -12,7 +12,8 @@ from .. import _check
 from ..models import get_model
 from .payg import blended_price, break_even_utilization
 from .prices import GPT_4O, H100_USD_PER_GPU_HOUR, LLAMA_3_70B_HOSTED, MINUTES_PER_MONTH, TokenPrice
-from .selfhost import crossover_tokens_per_month, replica_throughput, self_hosted_tco
+from .selfhost import (crossover_tokens_per_month, lasting_crossover_tokens_per_month, replica_throughput,
+                       self_hosted_tco)
 from .spillover import demand_trace
 
 
@@ -141,6 +142,14 @@ class SelfHostScenario:
         (default ``payg``, gpt-4o; pass ``hosted`` for the like-for-like line)."""
         return crossover_tokens_per_month(self.blended_usd_per_1k(price), self.throughput(batch).tokens_per_gpu_s,
                                           self.usd_per_gpu_hour, **self._kwargs(n_engineers))
+
+    def lasting_crossover(self, n_engineers: float, batch: int | None = None,
+                          price: TokenPrice | None = None) -> float:
+        """Monthly tokens above which this deployment never costs more than PAYG at ``price``
+        again (:func:`~servelib.economics.selfhost.lasting_crossover_tokens_per_month`)."""
+        return lasting_crossover_tokens_per_month(self.blended_usd_per_1k(price),
+                                                  self.throughput(batch).tokens_per_gpu_s,
+                                                  self.usd_per_gpu_hour, **self._kwargs(n_engineers))
 
 
 SELF_HOST = SelfHostScenario()

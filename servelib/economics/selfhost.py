@@ -164,3 +164,32 @@ def crossover_tokens_per_month(blended_usd_per_1k: float, tokens_per_gpu_s: floa
         if breakeven <= upper:
             return max(breakeven, (k - 1) * step_tokens if k > first.n_replicas else 0.0)
         k += 1
+
+
+def lasting_crossover_tokens_per_month(blended_usd_per_1k: float, tokens_per_gpu_s: float,
+                                       usd_per_gpu_hour: float, **tco_kwargs) -> float:
+    """The monthly volume above which self-hosting never costs more than PAYG again.
+
+    :func:`crossover_tokens_per_month` gives the first volume at which the staircase meets
+    the PAYG line; but each replica added is a step up, and just past a step the staircase
+    may stand above the line again. With ``s`` USD per replica, ``T`` tokens a replica
+    carries (at ``max_utilization``), ``E`` the engineering line and ``p`` the PAYG price
+    per token, replica ``k`` (beyond the minimum ``k0``) serves ``((k - 1) T, k T]`` at a
+    cost of ``k s + E``, which is above PAYG from the start of its step up to
+    ``(k s + E) / p``. That stretch shrinks by ``T - s / p`` a replica, so the last replica
+    with one is the largest ``k < (T + E / p) / (T - s / p)``, and self-hosting stays
+    cheaper from ``(k s + E) / p`` on (``k0``'s own break-even when no later step has one).
+    Equal to :func:`crossover_tokens_per_month` when no step crosses back. Returns
+    ``math.inf`` where that one does (a replica costs more than the PAYG value of its load).
+    ``tco_kwargs`` are those of :func:`self_hosted_tco`; raises ValueError as it does.
+    """
+    price = _check.positive("blended_usd_per_1k", blended_usd_per_1k) / 1000      # USD per token
+    first = self_hosted_tco(0, tokens_per_gpu_s, usd_per_gpu_hour, **tco_kwargs)
+    step_usd = first.gpu_usd / first.n_replicas
+    step_tokens = first.capacity_tokens / first.n_replicas * tco_kwargs.get("max_utilization", 0.6)
+    margin = step_tokens - step_usd / price           # tokens a step gains on PAYG
+    if margin <= 0:
+        return math.inf
+    # Closed form rather than a walk up the steps: a thin margin would mean millions of them.
+    last = max(first.n_replicas, math.ceil((step_tokens + first.engineering_usd / price) / margin) - 1)
+    return (last * step_usd + first.engineering_usd) / price

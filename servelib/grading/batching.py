@@ -13,7 +13,7 @@ _WORDS = {1: "one", 2: "two", 4: "four", 8: "eight"}
           vary={"model": _DENSE, "batch": tuple(range(8, 129, 8)), "context_len": (1024, 2048, 4096, 8192)},
           text="**bt-1.** {model} ({model.billions} billion parameters, {model.kv_kib_per_token} KiB of KV "
                "per token) decodes a batch of {batch} sequences at a {context_len:,}-token context on one "
-               "(hypothetical) device that holds it all. How many GB (10^9 bytes) does one step read?")
+               "(hypothetical) device that holds it all. How many GB ($10^9$ bytes) does one step read?")
 def _decode_bytes_gb(model="llama-3-70b", batch=32, context_len=4096):
     m = get_model(model)
     return decode_bytes_per_step(weight_bytes(m), kv_bytes_per_sequence(m, context_len), batch) / 1e9
@@ -25,9 +25,11 @@ def _decode_bytes_gb(model="llama-3-70b", batch=32, context_len=4096):
           vary={"gpu": ("h100-sxm", "a100-80gb", "a100-40gb", "h200", "l40s", "mi300x"),
                 "context_len": (32, 64, 128, 192)},
           text="**bt-2.** At what batch size does decode of {model} ({model.billions} billion parameters, "
-               "{model.kv_kib_per_token} KiB of KV per token) at a {context_len:,}-token context turn "
-               "compute-bound on an {gpu} (ridge {gpu.bf16_tflops}e12 / {gpu.tb_per_s}e12 FLOP/byte)? Give the "
-               "smallest whole batch.")
+               "{model.kv_kib_per_token} KiB of KV per token, {model.n_layers} layers of {model.n_heads} query "
+               "heads of size {model.head_dim}) at a {context_len:,}-token context turn compute-bound on an "
+               "{gpu} (ridge {gpu.bf16_tflops}e12 / {gpu.tb_per_s}e12 FLOP/byte)? Count the weights' $2P$ and "
+               "attention's $A = 4 L H d_\\text{{head}} \\cdot \\text{{context}}$ FLOPs per sequence. Give "
+               "the smallest whole batch.")
 def _critical_batch(model="llama-3-8b", gpu="h100-sxm", context_len=128):
     return critical_batch(get_model(model), ridge_point(gpu), context_len)
 
@@ -35,8 +37,9 @@ def _critical_batch(model="llama-3-8b", gpu="h100-sxm", context_len=128):
 @exercise("bt-3", rtol=2e-3, unit="FLOP/byte",
           vary={"model": _DENSE, "context_len": (4096, 8192, 16_384, 32_768, 65_536, 131_072)},
           text="**bt-3.** What is the highest arithmetic intensity {model} ({model.billions} billion "
-               "parameters, {model.kv_kib_per_token} KiB of KV per token) decode can reach, at any batch, with "
-               "{context_len:,}-token contexts? (FLOP/byte)")
+               "parameters; {model.n_layers} layers of {model.n_heads} query heads with `head_dim` "
+               "{model.head_dim}; {model.kv_kib_per_token} KiB of KV per token in fp16) decode can reach, at "
+               "any batch, with {context_len:,}-token contexts, attention's FLOPs included? (FLOP/byte)")
 def _intensity_limit(model="llama-3-8b", context_len=32_768):
     return decode_intensity_limit(get_model(model), context_len)
 
@@ -67,7 +70,8 @@ def _concurrency_of_a_node(tp_degree=4, context_len=8192):
 @exercise("bt-6", rtol=1e-3, unit="tokens/s",
           vary={"gpu": ("h100-sxm", "a100-80gb", "h200", "h100-pcie", "mi300x"),
                 "batch": (16, 32, 48, 64, 96), "context_len": (1024, 2048, 4096)},
-          text="**bt-6.** Predict the decode throughput (tokens/s) of Llama-3-8B on one {gpu} at a batch of "
-               "{batch} and a {context_len:,}-token context.")
+          text="**bt-6.** Predict the decode throughput (tokens/s) of Llama-3-8B (8.03 billion parameters, "
+               "128 KiB of KV per token) on one {gpu} ({gpu.bf16_tflops} dense bf16 TFLOP/s, {gpu.tb_per_s} "
+               "TB/s) at a batch of {batch} and a {context_len:,}-token context.")
 def _decode_throughput(gpu="h100-sxm", batch=64, context_len=2048):
     return decode_tokens_per_s(get_model("llama-3-8b"), gpu, batch, context_len)
