@@ -602,8 +602,6 @@ assert curves["one pool", False][0] == 2 * curves["two pools", False][0]
 # %% tags=["remove-cell"]
 assert max(abs(a - b) for a, b in zip(curves["two pools", True],
                                       curves["two pools", False])) <= 4
-
-# %% tags=["remove-cell"]
 glue("tight_mixed_no", f"{curves['one pool', False][0]:.0f}")
 glue("tight_split_no", f"{curves['two pools', False][0]:.0f}")
 glue("tight_ms", f"{targets_ms[0]:g} ms")
