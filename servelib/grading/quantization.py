@@ -26,17 +26,14 @@ def _bpp(weights: str) -> str:
 
 
 def _ratio(weights: str) -> str:
-    """The bandwidth ratio of a format's kernel as a statement prints it: 0.618."""
+    """The bandwidth ratio of a format's kernel as a statement prints it: 0.617."""
     return f"{assumed_bandwidth_ratio(weights):.3f}"
 
 
-def _quant1_text(bits, group_size, zero_bits):
-    return (f"**quant-1.** A {bits}-bit weight format keeps a 16-bit scale and a {zero_bits}-bit zero point "
-            f"for every group of {group_size} weights. How many bytes does one weight take?")
-
-
 @exercise("quant-1", rtol=1e-3, unit="bytes per weight",
-          vary={"bits": (2, 3, 4), "group_size": (32, 64, 128), "zero_bits": (16, 4)}, text=_quant1_text)
+          vary={"bits": (2, 3, 4), "group_size": (32, 64, 128), "zero_bits": (16, 4)},
+          text="**quant-1.** A {bits}-bit weight format keeps a 16-bit scale and a {zero_bits}-bit zero "
+               "point for every group of {group_size} weights. How many bytes does one weight take?")
 def _bytes_per_weight(bits=4, group_size=32, zero_bits=16):
     return Precision("grouped", bits, group_size, (16 + zero_bits) / 8).bytes_per_elem
 
