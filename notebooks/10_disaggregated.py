@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     formats: ipynb,py:percent
+#     formats: py:percent
 #     notebook_metadata_filter: kernelspec
 #     text_representation:
 #       extension: .py
@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Disaggregated prefill and decode
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/main/notebooks/10_disaggregated.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-serving-book/serving-capacity-economics/blob/v0.1.0/notebooks/10_disaggregated.ipynb)
 #
 # A serving replica does two jobs with opposite bottlenecks: it reads prompts, which is
 # arithmetic, and it writes answers one token at a time, which is memory traffic. Put both
@@ -36,24 +36,36 @@
 # 5. compare the GPUs and the cost per million tokens of one pool and of two at the same targets, and say what the answer depends on;
 # 6. catch three beginner mistakes: a decode-only TPOT for a pool that also prefills, a prefill pool sized to its average load, and a decode batch sized by memory alone.
 
-# %%
-# Setup. On Colab this installs servelib from the book's repository; elsewhere it is
+# %% tags=["hide-input"]
+# Set-up. On Colab this installs servelib from the book's repository; elsewhere it is
 # already installed (README). Then it reports the device that measurements will use.
 import importlib.util
+import re
 import subprocess
 import sys
 
+RELEASE = "v0.1.0"  # the book's release, written by scripts/release.py
 REPO = "https://github.com/llm-serving-book/serving-capacity-economics"
 if "google.colab" in sys.modules and importlib.util.find_spec("servelib") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"servelib @ git+{REPO}@main"],
-                   check=True)
+    package = f"servelib @ git+{REPO}@{RELEASE}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        class InstallFailed(Exception):
+            def _render_traceback_(self):  # Jupyter shows the sentence, not a traceback
+                return [str(self)]
+        log = re.sub(r"\x1b\[[0-9;]*m", "", pip.stderr)       # pip colours its messages
+        found = re.findall(r"(?:fatal|ERROR): (.*)", log)      # its first complaint
+        reason = found[0].strip() if found else "see pip's log"
+        raise InstallFailed(f"Installing {package} failed ({reason}): check that this "
+                            "runtime is online, then run this cell again.")
 
-from servelib.measure import measure_ceilings, pick_device
+from servelib.measure import pick_device
 
 DEVICE = pick_device()
 print(f"measuring on {DEVICE}")
 
-# %%
+# %% tags=["hide-input"]
 import math
 
 import numpy as np
@@ -61,17 +73,20 @@ import numpy as np
 from servelib import plots
 from servelib.audit.examples import mistake_plans
 from servelib.audit.report import finding_lines
-from servelib.book import glue
-from servelib.disagg import (SLO, Workload, cheapest_disaggregated, cheapest_mixed_pool, chunked_prefill,
-                             kv_transfer_bytes, max_prefill_tokens, mixed_step_time_s, prefill_slack_tokens,
-                             size_decode_pool, size_prefill_pool, transfer_time_s, usd_per_million_tokens)
+from servelib.book import glue, table
+from servelib.disagg import (SLO, Workload, cheapest_disaggregated, cheapest_mixed_pool,
+                             chunked_prefill, kv_transfer_bytes, max_prefill_tokens,
+                             mixed_step_time_s, prefill_slack_tokens, size_decode_pool,
+                             size_disaggregated, size_prefill_pool, transfer_time_s,
+                             usd_per_million_tokens)
 from servelib.economics import H100_USD_PER_GPU_HOUR, LLAMA_3_70B_HOSTED
 from servelib.grading import check
 from servelib.hardware import get_gpu, ridge_point
+from servelib.measure import measure_ceilings
 from servelib.measure.mixed import token_sweep
 from servelib.memory import capacity
 from servelib.models import get_model
-from servelib.queueing import lindley_waits, md1_wait_s
+from servelib.queueing import lindley_waits, md1_max_utilization, md1_wait_s
 from servelib.roofline import predict_tpot_s, predict_ttft_s
 from servelib.sim import roofline_step_time, simulate, workloads
 from servelib.units import fmt_bytes
@@ -109,36 +124,43 @@ at = dict(decode_batch=B, context_len=CTX, tp_degree=TP)
 decode_ms = mixed_step_time_s(llama70, h100, prefill_tokens=0, **at) * 1e3
 mixed_ms = mixed_step_time_s(llama70, h100, prefill_tokens=PROMPT, **at) * 1e3
 print(f"decode step, {B} sequences:            {decode_ms:6.2f} ms")
-print(f"the same step with a {PROMPT:,}-token prompt: {mixed_ms:6.2f} ms ({mixed_ms / decode_ms:.1f}x)")
+print(f"the same step with a {PROMPT:,}-token prompt: {mixed_ms:6.2f} ms "
+      f"({mixed_ms / decode_ms:.1f}x)")
 # The two ends are the book's own predictions.
 assert decode_ms / 1e3 == predict_tpot_s(llama70, h100, B, CTX, tp_degree=TP)
-assert mixed_step_time_s(llama70, h100, decode_batch=0, context_len=1, prefill_tokens=PROMPT,
-                         tp_degree=TP) == predict_ttft_s(llama70, h100, PROMPT, tp_degree=TP)
-assert (round(decode_ms, 2), round(mixed_ms, 1), round(mixed_ms / decode_ms, 1)) == (7.07, 37.6, 5.3)
+prefill_alone = mixed_step_time_s(llama70, h100, decode_batch=0, context_len=1,
+                                  prefill_tokens=PROMPT, tp_degree=TP)
+assert prefill_alone == predict_ttft_s(llama70, h100, PROMPT, tp_degree=TP)
 
 # %% tags=["remove-cell"]
+assert (round(decode_ms, 2), round(mixed_ms, 1), round(mixed_ms / decode_ms, 1)) == \
+    (7.07, 37.6, 5.3)
 glue("decode_ms", f"{decode_ms:.1f} ms")
 glue("mixed_ms", f"{mixed_ms:.1f} ms")
 glue("mixed_ratio", f"{mixed_ms / decode_ms:.1f}x")
 
 # %% [markdown]
 # The prompt stretches the step from {glue:text}`decode_ms` to {glue:text}`mixed_ms`,
-# {glue:text}`mixed_ratio`: for that step, the 64 sequences decoding see their answer pause for the
-# length of a prefill. The figure shows the step time as prompt tokens join the batch.
+# {glue:text}`mixed_ratio`: for that step, the 64 sequences decoding see their answer pause
+# for the length of a prefill. The figure shows the step time as prompt tokens join the
+# batch.
 
 # %%
 slack = prefill_slack_tokens(llama70, h100, **at)
 ps = np.unique(np.geomspace(1, 4096, 60).astype(int))
 fig, ax = plots.new_axes("prompt tokens in the step", "step time (ms)",
-                         f"Llama-3-70B, TP={TP} on H100, {B} sequences decoding", logx=True)
+                         f"Llama-3-70B, TP={TP} on H100, {B} sequences decoding",
+                         logx=True)
+# The decode step alone, wide and pale underneath: the max line runs along it at first.
+ax.axhline(decode_ms, color="grey", lw=5, alpha=0.35, label="decode step alone")
 for overlap, style, name in ((True, "-", "compute and memory overlapped (max)"),
                              (False, ":", "not overlapped (sum)")):
-    ax.plot(ps, [mixed_step_time_s(llama70, h100, prefill_tokens=int(p), overlap=overlap, **at) * 1e3 for p in ps],
-            style, color="C0", label=name)
-ax.axhline(decode_ms, color="grey", lw=0.8, ls="--", label="decode step alone")
-ax.axvline(slack, color="C1", lw=0.8, ls="--", label=f"{slack} tokens: compute = memory")
-ax.legend()
-fig.tight_layout()
+    ms = [mixed_step_time_s(llama70, h100, prefill_tokens=int(p), overlap=overlap,
+                            **at) * 1e3 for p in ps]
+    ax.plot(ps, ms, style, color="C0", label=name)
+ax.axvline(slack, color="C1", lw=0.8, ls="--",
+           label=f"{slack} tokens: compute = memory")
+plots.legend(fig, ncols=1)
 
 # %% tags=["remove-cell"]
 glue("slack", f"{slack}")
@@ -147,8 +169,9 @@ glue("slack_ridge", f"{ridge_point(h100):.0f}")
 # %% [markdown]
 # *Figure: the step's time against the prompt tokens it carries, both roofline bounds.
 # Up to {glue:text}`slack` prompt tokens the step stays memory-bound and barely moves
-# (the solid line is flat): the prompt uses arithmetic the decode step leaves idle. Past
-# that point every token adds its own compute time. The dotted line assumes the step's
+# (the solid line runs along the pale band of the decode step alone): the prompt uses
+# arithmetic the decode step leaves idle. Past that point every token adds its own
+# compute time. The dotted line assumes the step's
 # arithmetic and memory traffic do not overlap at all: then there is no free ride, and
 # each prompt token lengthens the step from the first.*
 #
@@ -177,18 +200,20 @@ ceil = measure_ceilings(DEVICE, min_run_time=0.3)
 counts = [2**k for k in range(0, 9 if DEVICE.kind == "cpu" else 12)]
 sweep = token_sweep(counts, device=DEVICE, ceilings=ceil)
 print(f"{DEVICE}; measured ceilings {ceil.matmul_flops / 1e12:.2f} TFLOP/s, "
-      f"{ceil.copy_bandwidth_Bps / 1e9:.0f} GB/s (ridge {ceil.ridge:.0f} FLOP/byte); d_model {sweep[0].d_model}")
-print(f"{'tokens':>7}{'measured':>11}{'max bound':>11}{'sum bound':>11}")
-for pt in sweep:
-    print(f"{pt.tokens:>7}{pt.step_s * 1e3:>8.2f} ms{pt.predicted_step_s * 1e3:>8.2f} ms"
-          f"{pt.predicted_serial_s * 1e3:>8.2f} ms")
-fig, ax = plots.new_axes("token rows in the product", "time (ms)", "one linear layer, measured here", logx=True)
+      f"{ceil.copy_bandwidth_Bps / 1e9:.0f} GB/s (ridge {ceil.ridge:.0f} FLOP/byte); "
+      f"d_model {sweep[0].d_model}")
+rows = [(pt.tokens, pt.step_s * 1e3, pt.predicted_step_s * 1e3,
+         pt.predicted_serial_s * 1e3) for pt in sweep]
+print(table(rows, ["tokens", "measured ms", "max bound ms", "sum bound ms"],
+            ["d", ".2f", ".2f", ".2f"]))
+fig, ax = plots.new_axes("token rows in the product", "time (ms)",
+                         "one linear layer, measured here", logx=True, logy=True)
 ax.plot(counts, [pt.step_s * 1e3 for pt in sweep], "o-", label="measured (median)")
-ax.plot(counts, [pt.predicted_step_s * 1e3 for pt in sweep], "--", label="roofline, max(compute, memory)")
-ax.plot(counts, [pt.predicted_serial_s * 1e3 for pt in sweep], ":", label="compute + memory")
-ax.set_yscale("log")
-ax.legend()
-fig.tight_layout()
+ax.plot(counts, [pt.predicted_step_s * 1e3 for pt in sweep], "--",
+        label="roofline, max(compute, memory)")
+ax.plot(counts, [pt.predicted_serial_s * 1e3 for pt in sweep], ":",
+        label="compute + memory")
+plots.legend(fig, ncols=1)
 
 # %% [markdown]
 # *Figure: the time of one weight-bound product against the tokens in it, measured here
@@ -210,19 +235,22 @@ fig.tight_layout()
 # %%
 # NBVAL_CHECK_OUTPUT
 chunks = [None, 2048, 1024, 512, B + slack, 256]
-print(f"{'max_batched_tokens':>18}{'steps':>6}{'worst step':>12}{'prompt TTFT':>13}"
-      f"{'stall, all steps':>18}{'stall, no overlap':>19}")
-runs = {}
+runs, rows = {}, []
 for c in chunks:
-    cp = chunked_prefill(llama70, h100, prompt_len=PROMPT, max_batched_tokens=c, **at)
-    serial = chunked_prefill(llama70, h100, prompt_len=PROMPT, max_batched_tokens=c, overlap=False, **at)
-    runs[c] = cp
-    print(f"{str(c):>18}{cp.n_steps:>6}{cp.step_s * 1e3:>9.1f} ms{cp.ttft_s * 1e3:>10.1f} ms"
-          f"{cp.total_stall_s * 1e3:>15.1f} ms{serial.total_stall_s * 1e3:>16.1f} ms")
-assert runs[None].step_s > 5 * runs[512].decode_step_s and runs[B + slack].total_stall_s < 0.5e-3
-assert [round(runs[c].ttft_s * 1e3, 1) for c in (None, 512, 256)] == [37.6, 43.6, 77.8]
+    cp = runs[c] = chunked_prefill(llama70, h100, prompt_len=PROMPT,
+                                   max_batched_tokens=c, **at)
+    serial = chunked_prefill(llama70, h100, prompt_len=PROMPT, max_batched_tokens=c,
+                             overlap=False, **at)
+    rows.append((str(c), cp.n_steps, cp.step_s * 1e3, cp.ttft_s * 1e3,
+                 cp.total_stall_s * 1e3, serial.total_stall_s * 1e3))
+print(table(rows, ["max_batched_tokens", "steps", "worst step ms", "prompt TTFT ms",
+                   "stall, all steps ms", "stall, no overlap ms"],
+            ["", "d", ".1f", ".1f", ".1f", ".1f"]))
+assert runs[None].step_s > 5 * runs[512].decode_step_s   # whole, a prompt stalls a step
+assert runs[B + slack].total_stall_s < 0.5e-3            # in the free ride: no stall
 
 # %% tags=["remove-cell"]
+assert [round(runs[c].ttft_s * 1e3, 1) for c in (None, 512, 256)] == [37.6, 43.6, 77.8]
 glue("prompt_len", f"{PROMPT:,}")
 glue("chunk_free", f"{B + slack}")
 glue("stall_whole", f"{runs[None].total_stall_s * 1e3:.1f} ms")
@@ -258,49 +286,55 @@ step8 = roofline_step_time(llama70, h100, tp_degree=TP_SIM)
 
 
 def replica(rate, chunk, max_batch=256, n=3000):
-    """One TP=8 replica of Llama-3-70B serving 2,048 + 256-token requests at ``rate`` per second."""
-    reqs = workloads.make_requests(workloads.poisson_arrivals(n, rate, seed=1), 2048, 256)
-    return simulate(reqs, max_batch=max_batch, kv_capacity_tokens=kv_tokens, max_batched_tokens=chunk,
-                    step_time_s=step8)
+    """A TP=8 replica of Llama-3-70B: 2,048 + 256-token requests, ``rate`` a second."""
+    arrivals = workloads.poisson_arrivals(n, rate, seed=1)
+    reqs = workloads.make_requests(arrivals, 2048, 256)
+    return simulate(reqs, max_batch=max_batch, kv_capacity_tokens=kv_tokens,
+                    max_batched_tokens=chunk, step_time_s=step8)
 
 
 # %%
 # NBVAL_CHECK_OUTPUT
 TTFT_P90, TPOT_MAX = 0.3, 0.015
-sims = {(rate, c): replica(rate, c) for rate, cs in ((16, (None, 2048, 1024, 512, 256)), (24, (1024, 512)))
-        for c in cs}
-print(f"{'rate':>5}{'max_batched_tokens':>19}{'TTFT p90':>10}{'worst gap':>11}  both targets met")
+runs_to_try = {16: (None, 2048, 1024, 512, 256), 24: (1024, 512)}
+sims = {(rate, c): replica(rate, c) for rate, cs in runs_to_try.items() for c in cs}
+rows, met = [], {}
 for (rate, c), r in sims.items():
     ttft90, worst = r.percentile("ttft_s", 90), r.trace.step_s.max()
-    ok = ttft90 <= TTFT_P90 and worst <= TPOT_MAX
-    print(f"{rate:>5}{str(c):>19}{ttft90 * 1e3:>7.0f} ms{worst * 1e3:>8.1f} ms  {'yes' if ok else 'no'}")
-met = {k: r.percentile("ttft_s", 90) <= TTFT_P90 and r.trace.step_s.max() <= TPOT_MAX for k, r in sims.items()}
-assert met == {(16, None): False, (16, 2048): False, (16, 1024): False, (16, 512): True, (16, 256): False,
-               (24, 1024): False, (24, 512): False}
+    met[rate, c] = ttft90 <= TTFT_P90 and worst <= TPOT_MAX
+    rows.append((rate, str(c), ttft90 * 1e3, worst * 1e3,
+                 "yes" if met[rate, c] else "no"))
+print(table(rows, ["rate", "max_batched_tokens", "TTFT p90 ms", "worst gap ms",
+                   "both targets met"], ["d", "", ".0f", ".1f", ""]))
+assert [k for k, ok in met.items() if ok] == [(16, 512)]      # one run meets both
 
 # %% tags=["remove-cell"]
 glue("sim_worst_none", f"{sims[16, None].trace.step_s.max() * 1e3:.0f} ms")
 glue("sim_ttft_256", f"{sims[16, 256].percentile('ttft_s', 90) * 1e3:.0f} ms")
 glue("sim_ttft_24", f"{sims[24, 512].percentile('ttft_s', 90):.1f} s")
-prefill_share = 24 * predict_ttft_s(llama70, h100, 2048, tp_degree=TP_SIM)     # seconds of prefill per second
+# Seconds of prefill in each second, at 24 requests a second:
+prefill_share = 24 * predict_ttft_s(llama70, h100, 2048, tp_degree=TP_SIM)
 assert round(prefill_share, 2) == 0.88
 glue("prefill_share", f"{prefill_share:.0%}")
 
 # %%
-fig, ax = plots.new_axes("worst gap between two tokens (ms)", "TTFT p90 (ms)",
-                         "one TP=8 replica, 2,048 + 256-token requests", logx=False, logy=True)
+fig, ax = plots.new_axes("worst gap between two tokens (ms, log scale)",
+                         "TTFT p90 (ms, log scale)",
+                         "one TP=8 replica, 2,048 + 256-token requests", logy=True)
+ax.set_xscale("log")
+ax.set_xticks([5, 10, 20, 50, 100, 200], ["5", "10", "20", "50", "100", "200"])
+points = {k: (r.trace.step_s.max() * 1e3, r.percentile("ttft_s", 90) * 1e3)
+          for k, r in sims.items()}
 for rate, marker in ((16, "o"), (24, "s")):
-    pts = [(c, r) for (q, c), r in sims.items() if q == rate]
-    ax.plot([r.trace.step_s.max() * 1e3 for _, r in pts], [r.percentile("ttft_s", 90) * 1e3 for _, r in pts],
-            marker, label=f"{rate} requests/s")
-    for c, r in pts:
-        ax.annotate(str(c), (r.trace.step_s.max() * 1e3, r.percentile("ttft_s", 90) * 1e3), fontsize=8,
-                    xytext=(4, 4), textcoords="offset points")
-ax.fill_between([0, TPOT_MAX * 1e3], 50, TTFT_P90 * 1e3, color="C2", alpha=0.15, label="both targets met")
-ax.set_xlim(0, None)
-ax.set_ylim(50, None)
-ax.legend()
-fig.tight_layout()
+    xy = [points[k] for k in points if k[0] == rate]
+    ax.plot(*zip(*xy), marker, label=f"{rate} requests/s")
+ax.fill_between([1, TPOT_MAX * 1e3], 50, TTFT_P90 * 1e3, color="C2", alpha=0.15,
+                label="both targets met")
+ax.set_xlim(4, 300)
+ax.set_ylim(50, 5000)
+plots.legend(fig)
+for (rate, c), xy in points.items():
+    plots.label(ax, str(c), xy)
 
 # %% [markdown]
 # *Figure: each point is one run, labelled with its `max_batched_tokens`. At 16 requests a
@@ -332,17 +366,21 @@ fig.tight_layout()
 # %%
 # NBVAL_CHECK_OUTPUT
 LINK_BPS, LINK_LATENCY_S = 50e9, 100e-6
+rows = []
 for tp in (1, 4, 8):
     shard = kv_transfer_bytes(llama70, PROMPT, tp_degree=tp)
     t = transfer_time_s(shard, LINK_BPS, LINK_LATENCY_S)
-    print(f"prefill at TP={tp}: {fmt_bytes(shard):>8} per device, {t * 1e3:5.2f} ms; "
-          f"prefill itself {predict_ttft_s(llama70, h100, PROMPT, tp_degree=tp) * 1e3:6.1f} ms")
+    rows.append((tp, fmt_bytes(shard), t * 1e3,
+                 predict_ttft_s(llama70, h100, PROMPT, tp_degree=tp) * 1e3))
+print(table(rows, ["prefill TP", "KV per device", "transfer ms", "prefill ms"],
+            ["d", "", ".2f", ".1f"]))
 shard8 = kv_transfer_bytes(llama70, PROMPT, tp_degree=8)
 transfer8 = transfer_time_s(shard8, LINK_BPS, LINK_LATENCY_S)
 prefill8 = predict_ttft_s(llama70, h100, PROMPT, tp_degree=8)
-assert (fmt_bytes(shard8), round(transfer8 * 1e3, 2)) == ("80 MiB", 1.78)
+assert transfer8 < prefill8 / 10               # small beside the prefill at 50 GB/s
 
 # %% tags=["remove-cell"]
+assert (fmt_bytes(shard8), round(transfer8 * 1e3, 2)) == ("80 MiB", 1.78)
 glue("kv_total", fmt_bytes(kv_transfer_bytes(llama70, PROMPT)))
 glue("kv_shard8", fmt_bytes(shard8))
 glue("transfer8", f"{transfer8 * 1e3:.1f} ms")
@@ -351,15 +389,16 @@ glue("link_even", f"{shard8 / prefill8 / 1e9:.1f} GB/s")
 
 # %%
 bws = np.geomspace(1e9, 1e12, 50)
-fig, ax = plots.new_axes("link bandwidth per device (GB/s)", "time (ms)", f"moving a {PROMPT:,}-token prompt's KV")
+fig, ax = plots.new_axes("link bandwidth per device (GB/s)", "time (ms)",
+                         f"moving a {PROMPT:,}-token prompt's KV", logy=True)
+ax.set_xscale("log")
 for tp in (1, 4, 8):
     shard = kv_transfer_bytes(llama70, PROMPT, tp_degree=tp)
-    ax.plot(bws / 1e9, [transfer_time_s(shard, bw, LINK_LATENCY_S) * 1e3 for bw in bws], label=f"TP={tp}")
-ax.axhline(prefill8 * 1e3, color="grey", lw=0.8, ls="--", label="the prefill itself at TP=8")
-ax.set_xscale("log")
-ax.set_yscale("log")
-ax.legend()
-fig.tight_layout()
+    ms = [transfer_time_s(shard, bw, LINK_LATENCY_S) * 1e3 for bw in bws]
+    ax.plot(bws / 1e9, ms, label=f"TP={tp}")
+ax.axhline(prefill8 * 1e3, color="grey", lw=0.8, ls="--",
+           label="the prefill itself at TP=8")
+plots.legend(fig)
 
 # %% [markdown]
 # *Figure: transfer time per request against the link's bandwidth, one line per prefill
@@ -393,13 +432,14 @@ fig.tight_layout()
 # %%
 # NBVAL_CHECK_OUTPUT
 rng = np.random.default_rng(0)
-print(f"{'utilisation':>11}{'mean wait':>22}{'p90 wait':>24}")
-print(f"{'':>11}{'formula':>11}{'simulated':>11}{'bound':>12}{'simulated':>12}")
-for rho in (0.5, 0.7, 0.85):
+rows = []
+for rho in (0.5, 0.7, 0.85):            # arrivals per service time; service time 1
     w = lindley_waits(rng.exponential(1 / rho, 200_000), 1.0)[10_000:]
-    print(f"{rho:>11.2f}{md1_wait_s(rho, 1.0):>11.2f}{w.mean():>11.2f}{md1_wait_s(rho, 1.0, 90):>12.2f}"
-          f"{np.percentile(w, 90):>12.2f}")
-    assert abs(w.mean() / md1_wait_s(rho, 1.0) - 1) < 0.05 and np.percentile(w, 90) <= md1_wait_s(rho, 1.0, 90)
+    mean, bound90 = md1_wait_s(rho, 1.0), md1_wait_s(rho, 1.0, 90)
+    rows.append((rho, mean, w.mean(), bound90, np.percentile(w, 90)))
+    assert abs(w.mean() / mean - 1) < 0.05 and np.percentile(w, 90) <= bound90
+print(table(rows, ["utilisation", "mean wait: formula", "simulated", "p90 wait: bound",
+                   "simulated"], [".2f", ".2f", ".2f", ".2f", ".2f"]))
 
 # %% [markdown]
 # Waits are in units of the service time. The mean formula matches the simulated queue;
@@ -424,15 +464,18 @@ slo = SLO(ttft_s=TTFT_P90, tpot_s=TPOT_MAX, percentile=90)
 link = dict(link_Bps=LINK_BPS, link_latency_s=LINK_LATENCY_S)
 split = cheapest_disaggregated(llama70, h100, wl, slo, tp_degrees=(2, 4, 8), **link)
 p, d = split.prefill, split.decode
-print(f"prefill pool: {p.n_instances} x TP={p.tp_degree} = {p.n_gpus} GPUs; prefill {p.prefill_s * 1e3:.1f} ms, "
-      f"each busy {p.prefill_busy:.0%}, TTFT p90 at most {p.ttft_s * 1e3:.0f} ms "
+print(f"prefill pool: {p.n_instances} x TP={p.tp_degree} = {p.n_gpus} GPUs; "
+      f"prefill {p.prefill_s * 1e3:.1f} ms, each busy {p.prefill_busy:.0%}, "
+      f"TTFT p90 at most {p.ttft_s * 1e3:.0f} ms "
       f"(KV transfer {split.transfer_s * 1e3:.1f} ms)")
-print(f"decode pool:  {d.n_instances} x TP={d.tp_degree} = {d.n_gpus} GPUs; batch up to {d.batch}, "
-      f"step {d.step_s * 1e3:.1f} ms, {d.mean_batch:.0f} sequences on average")
+print(f"decode pool:  {d.n_instances} x TP={d.tp_degree} = {d.n_gpus} GPUs; "
+      f"batch up to {d.batch}, step {d.step_s * 1e3:.1f} ms, "
+      f"{d.mean_batch:.0f} sequences on average")
 print(f"in all: {split.n_gpus} GPUs")
-assert (p.n_gpus, d.n_gpus, d.batch) == (16, 8, 83) and p.ttft_s <= slo.ttft_s and d.step_s <= slo.tpot_s
+assert p.ttft_s <= slo.ttft_s and d.step_s <= slo.tpot_s      # both targets met
 
 # %% tags=["remove-cell"]
+assert (p.n_gpus, d.n_gpus, d.batch) == (16, 8, 83)
 glue("sc_rate", f"{wl.arrival_rate_per_s:g}")
 glue("split_gpus", f"{split.n_gpus}")
 glue("split_prefill", f"{p.n_instances} x TP={p.tp_degree}")
@@ -459,20 +502,24 @@ glue("split_batch", f"{d.batch}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-rows = {}
+TPS = (2, 4, 8)                     # the TP degrees each deployment may use
+plans, rows = {}, []
 for overlap in (True, False):
-    rows["one pool", overlap] = cheapest_mixed_pool(llama70, h100, wl, slo, tp_degrees=(2, 4, 8), overlap=overlap)
-    rows["two pools", overlap] = cheapest_disaggregated(llama70, h100, wl, slo, tp_degrees=(2, 4, 8),
-                                                        overlap=overlap, **link)
-print(f"{'deployment':<11}{'bound':<14}{'GPUs':>5}{'$ per 1M tokens':>17}")
-for (name, overlap), plan in rows.items():
+    plans["one pool", overlap] = cheapest_mixed_pool(
+        llama70, h100, wl, slo, tp_degrees=TPS, overlap=overlap)
+    plans["two pools", overlap] = cheapest_disaggregated(
+        llama70, h100, wl, slo, tp_degrees=TPS, overlap=overlap, **link)
+for (name, overlap), plan in plans.items():
     usd = usd_per_million_tokens(plan.n_gpus, wl, H100_USD_PER_GPU_HOUR)
-    print(f"{name:<11}{'overlap' if overlap else 'no overlap':<14}{plan.n_gpus:>5}{usd:>17.3f}")
-gpus = {k: v.n_gpus for k, v in rows.items()}
-assert gpus == {("one pool", True): 16, ("two pools", True): 24, ("one pool", False): 32,
-                ("two pools", False): 24}
+    rows.append((name, "overlap" if overlap else "no overlap", plan.n_gpus, usd))
+print(table(rows, ["deployment", "bound", "GPUs", "$ per 1M tokens"],
+            ["", "", "d", ".3f"]))
+gpus = {k: v.n_gpus for k, v in plans.items()}
+assert gpus["two pools", True] == gpus["two pools", False]   # far from the ridge: alike
 
 # %% tags=["remove-cell"]
+assert gpus == {("one pool", True): 16, ("two pools", True): 24,
+                ("one pool", False): 32, ("two pools", False): 24}
 usd = {k: usd_per_million_tokens(v, wl, H100_USD_PER_GPU_HOUR) for k, v in gpus.items()}
 glue("gpu_price", f"${H100_USD_PER_GPU_HOUR:.2f}")
 glue("mixed_ov", f"{gpus['one pool', True]}")
@@ -482,8 +529,8 @@ glue("split_no", f"{gpus['two pools', False]}")
 glue("usd_mixed_ov", f"${usd['one pool', True]:.2f}")
 glue("usd_mixed_no", f"${usd['one pool', False]:.2f}")
 glue("usd_split", f"${usd['two pools', True]:.2f}")
-glue("mixed_chunk", f"{rows['one pool', True].max_batched_tokens:,}")
-glue("mixed_tp", f"{rows['one pool', True].tp_degree}")
+glue("mixed_chunk", f"{plans['one pool', True].max_batched_tokens:,}")
+glue("mixed_tp", f"{plans['one pool', True].tp_degree}")
 glue("hosted_price", f"${LLAMA_3_70B_HOSTED.usd_per_1k_input * 1000:.2f}")
 
 # %% [markdown]
@@ -505,17 +552,21 @@ glue("hosted_price", f"${LLAMA_3_70B_HOSTED.usd_per_1k_input * 1000:.2f}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-mixed = rows["one pool", True]
-chunk = max_prefill_tokens(llama70, h100, decode_batch=mixed.batch, context_len=wl.mean_decode_context,
-                           step_target_s=slo.tpot_s, tp_degree=mixed.tp_degree)
+mixed = plans["one pool", True]
+chunk = max_prefill_tokens(llama70, h100, decode_batch=mixed.batch,
+                           context_len=wl.mean_decode_context, step_target_s=slo.tpot_s,
+                           tp_degree=mixed.tp_degree)
 assert mixed.max_batched_tokens == mixed.batch + min(chunk, wl.prompt_len)
 print(f"sized: {mixed.n_instances} x TP={mixed.tp_degree}, batch up to {mixed.batch}, "
       f"{chunk} prompt tokens a step beside them")
-check_run = replica(wl.arrival_rate_per_s / mixed.n_instances, mixed.max_batched_tokens, max_batch=mixed.batch)
-print(f"predicted: TTFT p90 at most {mixed.ttft_s * 1e3:.0f} ms, worst gap {mixed.step_s * 1e3:.1f} ms")
-print(f"simulated: TTFT p90 {check_run.percentile('ttft_s', 90) * 1e3:.0f} ms, "
-      f"worst gap {check_run.trace.step_s.max() * 1e3:.1f} ms, {check_run.n_completed} of 3000 completed")
-assert check_run.percentile("ttft_s", 90) <= slo.ttft_s and check_run.trace.step_s.max() <= slo.tpot_s * 1.001
+check_run = replica(wl.arrival_rate_per_s / mixed.n_instances, mixed.max_batched_tokens,
+                    max_batch=mixed.batch)
+ttft90, worst = check_run.percentile("ttft_s", 90), check_run.trace.step_s.max()
+print(f"predicted: TTFT p90 at most {mixed.ttft_s * 1e3:.0f} ms, "
+      f"worst gap {mixed.step_s * 1e3:.1f} ms")
+print(f"simulated: TTFT p90 {ttft90 * 1e3:.0f} ms, worst gap {worst * 1e3:.1f} ms, "
+      f"{check_run.n_completed} of 3000 completed")
+assert ttft90 <= slo.ttft_s and worst <= slo.tpot_s * 1.001
 
 # %% [markdown]
 # The sizing is conservative (it assumes a full batch in every step) and the simulated
@@ -523,37 +574,44 @@ assert check_run.percentile("ttft_s", 90) <= slo.ttft_s and check_run.trace.step
 
 # %%
 targets_ms = [10, 12.5, 15, 20, 25, 30, 40, 50, 60]
-curves = {}
-for name in ("one pool", "two pools"):
-    for overlap in (True, False):
-        ys = []
-        for t_ms in targets_ms:
-            s = SLO(TTFT_P90, t_ms / 1e3)
-            plan = (cheapest_mixed_pool(llama70, h100, wl, s, tp_degrees=(2, 4, 8), overlap=overlap)
-                    if name == "one pool" else
-                    cheapest_disaggregated(llama70, h100, wl, s, tp_degrees=(2, 4, 8), overlap=overlap, **link))
-            ys.append(plan.n_gpus if plan else math.nan)
-        curves[name, overlap] = ys
-fig, ax = plots.new_axes("TPOT target: longest gap between two tokens (ms)", "GPUs (H100)",
-                         f"{wl.arrival_rate_per_s:g} requests/s, TTFT p90 within {TTFT_P90 * 1e3:.0f} ms")
-for (name, overlap), ys in curves.items():
-    ax.plot(targets_ms, ys, "-" if overlap else ":", marker="o", color="C0" if name == "one pool" else "C1",
-            label=f"{name}, {'overlap' if overlap else 'no overlap'}")
+
+
+def fewest_gpus(name, target_slo, overlap):
+    """GPUs of the cheapest deployment, one pool or two (NaN if none meets the SLO)."""
+    plan = (cheapest_mixed_pool(llama70, h100, wl, target_slo, tp_degrees=TPS,
+                                overlap=overlap) if name == "one pool" else
+            cheapest_disaggregated(llama70, h100, wl, target_slo, tp_degrees=TPS,
+                                   overlap=overlap, **link))
+    return plan.n_gpus if plan else math.nan
+
+
+# %%
+curves = {(name, overlap): [fewest_gpus(name, SLO(TTFT_P90, t / 1e3), overlap)
+                            for t in targets_ms]
+          for overlap in (True, False) for name in ("one pool", "two pools")}
+fig, ax = plots.new_axes("TPOT target: longest gap between two tokens (ms)",
+                         "GPUs (H100)",
+                         f"{wl.arrival_rate_per_s:g} requests/s, "
+                         f"TTFT p90 within {TTFT_P90 * 1e3:.0f} ms")
+for (name, overlap), ys in curves.items():     # overlap: wide and pale, drawn first
+    style = dict(lw=6, alpha=0.35) if overlap else dict(ls=":", marker="o", lw=1.5)
+    ax.plot(targets_ms, ys, color="C0" if name == "one pool" else "C1",
+            label=f"{name}, {'overlap' if overlap else 'no overlap'}", **style)
 ax.set_ylim(0, None)
-ax.legend()
-fig.tight_layout()
+plots.legend(fig, ncols=2)
 assert all(a <= b for a, b in zip(curves["one pool", True], curves["two pools", True]))
-assert max(abs(a - b) for a, b in zip(curves["two pools", True], curves["two pools", False])) <= 4
 assert curves["one pool", False][0] == 2 * curves["two pools", False][0]
 
 # %% tags=["remove-cell"]
+assert max(abs(a - b) for a, b in zip(curves["two pools", True],
+                                      curves["two pools", False])) <= 4
 glue("tight_mixed_no", f"{curves['one pool', False][0]:.0f}")
 glue("tight_split_no", f"{curves['two pools', False][0]:.0f}")
 glue("tight_ms", f"{targets_ms[0]:g} ms")
 
 # %% [markdown]
 # *Figure: the fewest H100s that meet both targets, over TP degrees 2, 4 and 8, for one
-# pool (blue) and two (orange), with (solid) and without (dotted) overlap of arithmetic
+# pool (blue) and two (orange), with (wide, pale) and without (dotted) overlap of arithmetic
 # and memory traffic. With overlap, one pool is never dearer. Without it, one pool's
 # count climbs as the target tightens, to {glue:text}`tight_mixed_no` GPUs at
 # {glue:text}`tight_ms` against {glue:text}`tight_split_no` for separate pools: a tight
@@ -577,7 +635,8 @@ glue("tight_ms", f"{targets_ms[0]:g} ms")
 # %%
 # NBVAL_CHECK_OUTPUT
 busy = sims[16, None]
-wrong = predict_tpot_s(llama70, h100, int(np.median(busy.trace.decode)), 2176, tp_degree=TP_SIM)
+median_batch = int(np.median(busy.trace.decode))
+wrong = predict_tpot_s(llama70, h100, median_batch, 2176, tp_degree=TP_SIM)
 right = busy.itl_percentile_s(99)
 print(f"wrong (decode steps alone, median batch): {wrong * 1e3:5.1f} ms between tokens")
 print(f"right (the same replica with prompts arriving, ITL p99): {right * 1e3:5.1f} ms")
@@ -591,13 +650,15 @@ assert right > 5 * wrong
 # %%
 # NBVAL_CHECK_OUTPUT
 t_p = predict_ttft_s(llama70, h100, 2048, tp_degree=4)
-wrong_n = math.ceil(wl.arrival_rate_per_s * t_p)                         # enough on average
+wrong_n = math.ceil(wl.arrival_rate_per_s * t_p)                  # enough on average
 right_n = size_prefill_pool(llama70, h100, wl, slo, tp_degree=4).n_instances
 for name, n in (("wrong", wrong_n), ("right", right_n)):
-    waits = lindley_waits(np.random.default_rng(2).exponential(n / wl.arrival_rate_per_s, 100_000), t_p)[5000:]
-    print(f"{name}: {n} instances, each busy {wl.arrival_rate_per_s * t_p / n:.0%}; simulated TTFT mean "
-          f"{(waits.mean() + t_p) * 1e3:.0f} ms, p90 {(np.percentile(waits, 90) + t_p) * 1e3:.0f} ms")
-    assert (np.percentile(waits, 90) + t_p <= slo.ttft_s) == (name == "right")
+    gaps = np.random.default_rng(2).exponential(n / wl.arrival_rate_per_s, 100_000)
+    ttft = lindley_waits(gaps, t_p)[5000:] + t_p              # one instance's queue
+    print(f"{name}: {n} instances, each busy {wl.arrival_rate_per_s * t_p / n:.0%}; "
+          f"simulated TTFT mean {ttft.mean() * 1e3:.0f} ms, "
+          f"p90 {np.percentile(ttft, 90) * 1e3:.0f} ms")
+    assert (np.percentile(ttft, 90) <= slo.ttft_s) == (name == "right")
 assert (wrong_n, right_n) == (3, 4)
 
 # %% [markdown]
@@ -607,11 +668,13 @@ assert (wrong_n, right_n) == (3, 4)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-mem_batch = capacity(llama70, h100, n_gpus=4, context_len=wl.final_len, tp_degree=4).sequences_per_replica
+mem_batch = capacity(llama70, h100, n_gpus=4, context_len=wl.final_len,
+                     tp_degree=4).sequences_per_replica
 wrong = predict_tpot_s(llama70, h100, mem_batch, wl.mean_decode_context, tp_degree=4)
 right_pool = size_decode_pool(llama70, h100, wl, slo, tp_degree=4)
 print(f"wrong: batch {mem_batch} (what fits), {wrong * 1e3:.1f} ms a step")
-print(f"right: batch {right_pool.batch} (what the target allows), {right_pool.step_s * 1e3:.1f} ms a step")
+print(f"right: batch {right_pool.batch} (what the target allows), "
+      f"{right_pool.step_s * 1e3:.1f} ms a step")
 assert wrong > slo.tpot_s >= right_pool.step_s and right_pool.batch < mem_batch
 
 # %% tags=["remove-cell"]
@@ -870,51 +933,91 @@ glue("pools_fewer_busy", f"{fewer.pools['prefill'].utilisation:.0%}")
 # ## Exercises
 #
 # Each exercise states every constant it needs. Write your answer in the cell and run it:
-# `check` says whether it is right. Solutions are behind the toggles.
+# `check` says whether it is right. Solutions are behind the toggles: each works the
+# numbers by hand, then confirms them with `servelib`.
 #
-# **dis-1.** Llama-3-70B on four H100 SXM (TP=4, bf16): 128 sequences decode at 4,096
-# tokens of context when a 1,024-token prompt is prefilled in the same step. How many
-# times longer is that step than the decode step alone (roofline, overlapped bound)?
+# **dis-1.** Llama-3-70B (70.55 billion parameters, bf16; 320 KiB of KV cache per token)
+# on four H100 SXMs (TP=4; 989.5 dense bf16 TFLOP/s and 3.35 TB/s each): 128 sequences
+# decode at 4,096 tokens of context when a 1,024-token prompt is prefilled in the same
+# step. How many times longer is that step than the decode step alone (roofline,
+# overlapped bound, $2P$ FLOPs per token)?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-kw = dict(decode_batch=128, context_len=4096, tp_degree=4)
-answer = (mixed_step_time_s(get_model("llama-3-70b"), "h100-sxm", prefill_tokens=1024, **kw)
-          / mixed_step_time_s(get_model("llama-3-70b"), "h100-sxm", prefill_tokens=0, **kw))
+P = 70.55e9
+
+
+def step_s(batch, prompt, tp=4, context=4096):
+    """A mixed step per device: the larger of compute and memory time."""
+    kv = 320 * 1024 / tp                 # KV bytes a token on each device
+    compute = 2 * P * (batch + prompt) / (tp * 989.5e12)
+    memory = (2 * P / tp + batch * kv * context + prompt * kv) / 3.35e12
+    return max(compute, memory)
+
+
+by_hand = step_s(128, 1024) / step_s(128, 0)
+at = dict(decode_batch=128, context_len=4096, tp_degree=4)
+answer = (mixed_step_time_s(llama70, h100, prefill_tokens=1024, **at)
+          / mixed_step_time_s(llama70, h100, prefill_tokens=0, **at))
+print(f"{by_hand:.3f}x by hand, {answer:.3f}x from servelib")
 ### END SOLUTION
 check("dis-1", answer)
 
 # %% [markdown]
-# **dis-2.** Same model, GPUs and decode batch as dis-1. How many prompt tokens can that
-# step carry and still be memory-bound?
+# **dis-2.** Llama-3-70B (70.55 billion parameters, bf16; 320 KiB of KV cache per token)
+# on four H100 SXMs (TP=4; 989.5 dense bf16 TFLOP/s and 3.35 TB/s each): 128 sequences
+# decode at 4,096 tokens of context. How many prompt tokens can that step carry beside
+# them and still be memory-bound (the prompt tokens' KV writes counted)?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = prefill_slack_tokens(get_model("llama-3-70b"), "h100-sxm", decode_batch=128, context_len=4096,
+per_token = 2 * 70.55e9 / (4 * 989.5e12)         # one token's compute time, per device
+kv = 320 * 1024 / 4                               # KV bytes a token, per device
+decode_bytes = 2 * 70.55e9 / 4 + 128 * kv * 4096  # weights and the 128 caches
+# Memory-bound while per_token * (128 + p) <= (decode_bytes + p * kv) / bandwidth:
+by_hand = math.floor((decode_bytes / 3.35e12 - 128 * per_token)
+                     / (per_token - kv / 3.35e12))
+answer = prefill_slack_tokens(llama70, h100, decode_batch=128, context_len=4096,
                               tp_degree=4)
+print(f"{by_hand} prompt tokens by hand, {answer} from servelib")
 ### END SOLUTION
 check("dis-2", answer)
 
 # %% [markdown]
-# **dis-3.** Llama-3-8B (fp16 KV cache) prefills a 4,096-token prompt at TP=2; each
-# device sends its shard of the KV over its own 25 GB/s link with 20 µs of latency. How
-# many milliseconds does the transfer take?
+# **dis-3.** Llama-3-8B (32 layers, 8 KV heads of `head_dim` 128; fp16 KV cache) prefills
+# a 4,096-token prompt at TP=2; each device sends its shard of the KV over its own
+# 25 GB/s link with 20 µs of latency. How many milliseconds does the transfer take?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = transfer_time_s(kv_transfer_bytes(get_model("llama-3-8b"), 4096, tp_degree=2), 25e9, 20e-6) * 1e3
+shard = 2 * 32 * (8 // 2) * 128 * 2 * 4096   # K and V, all layers, this device's heads
+by_hand = (20e-6 + shard / 25e9) * 1e3
+kv_shard = kv_transfer_bytes(get_model("llama-3-8b"), 4096, tp_degree=2)
+answer = transfer_time_s(kv_shard, 25e9, 20e-6) * 1e3
+print(f"{shard / 2**20:.0f} MiB a device: {by_hand:.3f} ms by hand, "
+      f"{answer:.3f} ms from servelib")
 ### END SOLUTION
 check("dis-3", answer)
 
 # %% [markdown]
-# **dis-4.** Llama-3-70B at TP=8 on H100s, 32 sequences decoding at 4,096 tokens of
-# context. A 4,096-token prompt is prefilled with `max_batched_tokens=1024` (decode tokens
-# first). How many milliseconds until its first token, with no queue?
+# **dis-4.** Llama-3-70B (70.55 billion parameters, bf16; 320 KiB of KV cache per token)
+# on eight H100 SXMs (TP=8; 989.5 dense bf16 TFLOP/s and 3.35 TB/s each): 32 sequences
+# decode at 4,096 tokens of context. A 4,096-token prompt is prefilled with
+# `max_batched_tokens=1024` (decode tokens first, the prompt in the rest of each step).
+# How many milliseconds until its first token, with no queue (roofline, overlapped bound,
+# $2P$ FLOPs per token)?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = chunked_prefill(get_model("llama-3-70b"), "h100-sxm", prompt_len=4096, decode_batch=32,
-                         context_len=4096, max_batched_tokens=1024, tp_degree=8).ttft_s * 1e3
+chunk = 1024 - 32                    # prompt tokens a step, after the 32 decodes
+steps = math.ceil(4096 / chunk)      # the last chunk is shorter
+last = 4096 - (steps - 1) * chunk
+# step_s: the mixed step of dis-1's solution, here at TP=8
+by_hand = ((steps - 1) * step_s(32, chunk, tp=8) + step_s(32, last, tp=8)) * 1e3
+answer = chunked_prefill(llama70, h100, prompt_len=4096, decode_batch=32,
+                         context_len=4096, max_batched_tokens=1024,
+                         tp_degree=8).ttft_s * 1e3
+print(f"{steps} steps: {by_hand:.2f} ms by hand, {answer:.2f} ms from servelib")
 ### END SOLUTION
 check("dis-4", answer)
 
@@ -925,26 +1028,33 @@ check("dis-4", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-from servelib.queueing import md1_max_utilization
-
-rho_max = md1_max_utilization(0.080, 0.200 - 0.080)          # 2b / (2b + s) = 0.75
-answer = math.ceil(30 * 0.080 / rho_max)
+service, budget = 0.080, 0.200 - 0.080          # seconds; the wait the target leaves
+# M/D/1: the mean wait rho s / (2 (1 - rho)) stays within the budget while
+rho_max = 2 * budget / (2 * budget + service)    # = 0.75
+by_hand = math.ceil(30 * service / rho_max)      # the load, each under rho_max
+answer = math.ceil(30 * service / md1_max_utilization(service, budget))
+print(f"at most {rho_max:.0%} busy each: {by_hand} instances by hand, "
+      f"{answer} from servelib")
 ### END SOLUTION
 check("dis-5", answer)
 
 # %% [markdown]
-# **dis-6.** The chapter's scenario (Llama-3-70B on H100s; 32 requests/s of 2,048-token
-# prompts and 256-token answers; TTFT p90 within 300 ms; 15 ms a token), sized as
-# separate pools with prefill at TP=8 and decode at TP=4 over a 50 GB/s link with 100 µs
-# latency. What do the GPUs cost per million tokens at $2.50 per GPU-hour?
+# **dis-6.** Llama-3-70B (bf16) on H100 SXMs serves 32 requests a second of 2,048-token
+# prompts and 256-token answers, TTFT p90 within 300 ms and at most 15 ms a token, as
+# separate pools sized with `servelib.disagg.size_disaggregated`: prefill at TP=8, decode
+# at TP=4, over a 50 GB/s link with 100 µs latency. The GPUs are paid every hour; what do
+# they cost per million tokens (prompt and output) at \$2.50 per GPU-hour?
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-from servelib.disagg import size_disaggregated
-
-pools = size_disaggregated(get_model("llama-3-70b"), "h100-sxm", Workload(32, 2048, 256), SLO(0.3, 0.015),
-                           prefill_tp=8, decode_tp=4, link_Bps=50e9, link_latency_s=100e-6)
-answer = usd_per_million_tokens(pools.n_gpus, Workload(32, 2048, 256), 2.50)
+load = Workload(32, 2048, 256)
+pools = size_disaggregated(llama70, h100, load, SLO(0.3, 0.015), prefill_tp=8,
+                           decode_tp=4, link_Bps=50e9, link_latency_s=100e-6)
+tokens_an_hour = 32 * (2048 + 256) * 3600             # prompt and output tokens
+by_hand = pools.n_gpus * 2.50 / tokens_an_hour * 1e6
+answer = usd_per_million_tokens(pools.n_gpus, load, 2.50)
+print(f"{pools.prefill.n_gpus} + {pools.decode.n_gpus} GPUs: ${by_hand:.4f} per 1M "
+      f"tokens by hand, ${answer:.4f} from servelib")
 ### END SOLUTION
 check("dis-6", answer)
 

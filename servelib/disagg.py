@@ -14,8 +14,11 @@ Pools are sized for a latency target (:class:`SLO`) at an arrival rate and reque
 by KV memory (:mod:`servelib.memory`), waiting from :mod:`servelib.queueing`
 (prefill as an M/D/1 queue, decode occupancy as a Poisson count), money from
 :mod:`servelib.economics`. Every time is a roofline lower bound: communication between
-tensor-parallel devices, kernel efficiency and the attention FLOPs are left out, as in the
-rest of the book. Introduced in the chapter "Disaggregated prefill and decode".
+tensor-parallel devices, kernel efficiency and the attention FLOPs are left out (``2P``
+FLOPs a token, as in the simulator's step time, :func:`servelib.sim.roofline_step_time`;
+:func:`servelib.roofline.predict_tpot_s` adds a decode token's attention, which changes
+nothing while a step is memory-bound). Introduced in the chapter "Disaggregated prefill
+and decode".
 """
 from __future__ import annotations
 
@@ -60,7 +63,8 @@ def mixed_step_time_s(model: ModelSpec, gpu, *, decode_batch: int, context_len: 
     every decoding sequence's KV cache, and the KV the prompt tokens write; each of
     ``tp_degree`` devices does its share (communication ignored: a lower bound). The step
     takes the larger of compute and memory time (:func:`servelib.roofline.step_time_s`).
-    With ``prefill_tokens=0`` this is :func:`servelib.roofline.predict_tpot_s`; with
+    With ``prefill_tokens=0`` this is :func:`servelib.roofline.predict_tpot_s` while the step
+    is memory-bound (that function also counts the decode tokens' attention FLOPs); with
     ``decode_batch=0`` it is :func:`servelib.roofline.predict_ttft_s` of a
     ``prefill_tokens`` prompt. Raises ValueError for negative counts or an empty step.
     """

@@ -13,9 +13,10 @@ speed-up depends on what the round costs, which is the roofline's question: at s
 the target's pass is memory-bound, so checking ``k + 1`` tokens costs about as much as
 decoding one; at large batch it is compute-bound, and the pass costs ``k + 1`` times as much,
 most of it spent on tokens that get rejected. Step times here are
-:func:`servelib.roofline.step_time_s` of the FLOPs ``2 P B n`` and the bytes
-``W + B * KV(context)`` of a pass over ``n`` new tokens per sequence (attention FLOPs and
-the KV written by the new tokens left out, as in :func:`servelib.roofline.predict_tpot_s`).
+:func:`servelib.roofline.step_time_s` of the FLOPs ``n (2 P + A) B`` and the bytes
+``W + B * KV(context)`` of a pass over ``n`` new tokens per sequence, ``A`` being one
+token's attention over the cache, as in :func:`servelib.roofline.predict_tpot_s` (the KV
+written by the new tokens is left out, as there).
 """
 from __future__ import annotations
 
@@ -74,17 +75,24 @@ def pass_time_s(model: ModelSpec, gpu: GPUSpec | str, *, batch: int, new_tokens:
     """Roofline time (s) of one forward pass of ``new_tokens`` tokens for each of ``batch``
     sequences that hold ``context_len`` cached tokens, per device under ``tp_degree``.
 
-    FLOPs ``2 * n_active_params * batch * new_tokens``; bytes: the weights once plus every
-    sequence's KV cache, ``W + batch * KV(context_len)``. With ``new_tokens=1`` this is
-    :func:`servelib.roofline.predict_tpot_s`; with ``k + 1`` it is a verification pass.
+    FLOPs ``new_tokens * (2 * n_active_params + A) * batch``, with ``A`` one token's
+    attention over ``context_len`` cached keys
+    (:func:`servelib.roofline.decode_attention_flops_per_step`; the few keys the new tokens
+    add are left out); bytes: the weights once plus every sequence's KV cache,
+    ``W + batch * KV(context_len)``. With ``new_tokens=1`` this is
+    :func:`servelib.roofline.predict_tpot_s` (dense models); with ``k + 1`` it is a
+    verification pass.
     """
     from .memory import kv_bytes_per_sequence, weight_bytes
-    from .roofline import decode_bytes_per_step, decode_flops_per_step, step_time_s
+    from .roofline import (decode_attention_flops_per_step, decode_bytes_per_step, decode_flops_per_step,
+                           step_time_s)
     _check.instance("model", model, ModelSpec)
     gpu = as_gpu(gpu)
     tp = _check.positive_int("tp_degree", tp_degree)
     b = _check.positive_int("batch", batch)
-    flops = decode_flops_per_step(model.n_active_params, b * _check.positive_int("new_tokens", new_tokens)) / tp
+    n = _check.positive_int("new_tokens", new_tokens)
+    flops = n * (decode_flops_per_step(model.n_active_params, b)
+                 + decode_attention_flops_per_step(model, context_len, b)) / tp
     kv = kv_bytes_per_sequence(model, context_len, bytes_per_elem, tp_degree=tp)
     moved = decode_bytes_per_step(weight_bytes(model, bytes_per_param) / tp, kv, b)
     return step_time_s(flops, moved, gpu.peak_flops(dtype), gpu.hbm_bandwidth_Bps)

@@ -17,6 +17,7 @@ import pytest
 
 from servelib.audit import audit, derive, right_tp_degree
 from servelib.audit.examples import sound_plan
+from servelib.disagg import SLO, Workload, size_disaggregated
 from servelib.economics import replica_throughput, spillover_cost
 from servelib.economics.scenarios import SELF_HOST, trace
 from servelib.economics.spillover import floor_at_percentile
@@ -24,8 +25,10 @@ from servelib.grading import REGISTRY
 from servelib.grading.check import compare
 from servelib.grading.variants import GPUFacts, ModelFacts, all_variants, inputs_for, render
 from servelib.hardware import get_gpu, ridge_point
-from servelib.memory import kv_bytes_per_sequence
+from servelib.memory import kv_bytes_per_sequence, kv_bytes_per_token
 from servelib.models import get_model
+from servelib.precision import bytes_per_elem, bytes_per_param, get_precision, quantized_weight_bytes
+from servelib.quantization import assumed_bandwidth_ratio
 from servelib.roofline import critical_batch, decode_intensity_limit
 from servelib.sim import Request, simulate, workloads
 
@@ -170,6 +173,146 @@ def _self_host(t):
     return sh, hosted
 
 
+
+# Chapters 08-10 (quantization, speculative decoding, disaggregation): the sizes their
+# statements print, read back, and the roofline worked by hand from them.
+
+def _bpp(t):
+    """Bytes per weight of the statement's format, as printed (0.625, 0.5195, 1)."""
+    return t(f"{bytes_per_param(t.v['weights']):.4g}")
+
+
+def _quant2(t, embedding_quantized=False):
+    p = t(t["model"].billions) * 1e9
+    table = t(t["model"].vocab_size) * t(t["model"].hidden_size)
+    return ((p - table) * _bpp(t) + table * (_bpp(t) if embedding_quantized else 2)) / GiB
+
+
+def _quant3(t, kv_bytes=1, reserve=0.9):
+    budget = (2 * t(t["gpu"].memory_gib) * GiB - 2 * t("70.55") * 1e9) * reserve
+    return math.floor(budget / (2 * t(80) * t(8) * t(128) * kv_bytes * t(t.v["context_len"])))
+
+
+def _quant4(t):
+    table = t(128_256) * t(8192)
+    w = (t("70.55") * 1e9 - table) * _bpp(t) + table * 2
+    kv = 2 * t(80) * t(8) * t(128) * 1 * t(t.v["context_len"])
+    return next(tp for tp in (1, 2, 4, 8) if (t(t["gpu"].memory_gib) * GiB - w / tp) * 0.9 >= kv / tp)
+
+
+def _quant5(t, ratio=None):
+    m, w = get_model(t.v["model"]), t.v["weights"]
+    w16 = t(f"{quantized_weight_bytes(m, 'bf16') / 1e9:.2f}") * 1e9
+    wq = t(f"{quantized_weight_bytes(m, w) / 1e9:.2f}") * 1e9
+    r = t(f"{assumed_bandwidth_ratio(w):.3f}") if ratio is None else ratio
+    kv_bytes = t(t["model"].kv_kib_per_token) * 1024 * t(t.v["context_len"])
+    return (w16 + kv_bytes) / (wq / r + kv_bytes)
+
+
+def _quant6(t, capped=True, ratio=None):
+    m, w, kv = get_model("llama-3-70b"), t.v["weights"], t.v["kv"]
+    p = t("70.55") * 1e9
+    wq = t(f"{quantized_weight_bytes(m, w) / 1e9:.2f}") * 1e9
+    kv_seq = t(f"{kv_bytes_per_token(m, bytes_per_elem(kv)) / 1024:g}") * 1024 * t(t.v["context_len"])
+    r = t(f"{assumed_bandwidth_ratio(w):.3f}") if ratio is None else ratio
+    fits = math.floor((t(80) * GiB - wq) * 0.9 / kv_seq)
+    b = min(t(64), fits) if capped else 64
+    tpot = max(2 * p * b / (t("989.5") * 1e12), (wq / r + b * kv_seq) / (t("3.35") * 1e12))
+    return t(f"{t.v['usd_per_gpu_hour']:.2f}") / 3600 * tpot / b * 1e6
+
+
+def _tokens_per_round(a, k):
+    return sum(a ** i for i in range(int(k) + 1))
+
+
+def _spec_batch1(t, k=None, draft_free=False, verify_steps=1, tokens=None):
+    """Speed-up at batch 1 from the printed sizes: every pass memory-bound, bandwidth cancels."""
+    k = t(t.v["draft_len"]) if k is None else k
+    ctx = t(t.v["context_len"])
+    target = 2 * t("70.55") * 1e9 + t(320) * 1024 * ctx
+    draft = 2 * t("8.03") * 1e9 + t(128) * 1024 * ctx
+    e = _tokens_per_round(t(t.v["acceptance_rate"]), k) if tokens is None else tokens
+    return e * target / ((0 if draft_free else k * draft) + verify_steps * target)
+
+
+def _spec_scan(t, attention=True):
+    """spec-3 by hand: the first batch whose round yields no more tokens per second."""
+    peak, bw, ctx = t("989.5") * 1e12, t("3.35") * 1e12, t(t.v["context_len"])
+    a, k = t(t.v["acceptance_rate"]), int(t(t.v["draft_len"]))
+
+    def pass_s(p, layers, heads, head_dim, kv_token, b, n):
+        flops = n * b * (2 * p + (4 * layers * heads * head_dim * ctx if attention else 0)) / 8
+        return max(flops / peak, (2 * p + b * kv_token * ctx) / 8 / bw)
+    target = (t("70.55") * 1e9, t(80), t(64), t(128), t(320) * 1024)
+    draft = (t("8.03") * 1e9, t(32), t(32), t(128), t(128) * 1024)
+    e = _tokens_per_round(a, k)
+    return next(b for b in range(1, 4097) if e * pass_s(*target, b, 1)
+                <= k * pass_s(*draft, b, 1) + pass_s(*target, b, k + 1))
+
+
+def _spec4(t, k_for_k_plus_1=False, draft_free=False):
+    ridge = t(t["gpu"].bf16_tflops) / t(t["gpu"].tb_per_s)            # TFLOP/s over TB/s
+    p70, p8 = t("70.55") * 1e9, t("8.03") * 1e9
+    kv70, kv8 = t(320) * 1024, t(128) * 1024
+    bstar = math.ceil(ridge * 2 * p70 / (2 * p70 - ridge * kv70))       # a 1-token context
+    c = 0 if draft_free else (2 * p8 + kv8) / (2 * p70 + kv70)
+    k = t(t.v["draft_len"])
+    return bstar * (_tokens_per_round(t(t.v["acceptance_rate"]), k) - k * c) / (k if k_for_k_plus_1 else k + 1)
+
+
+def _spec5(t, draft_free=False):
+    s = t(f"{t.v['tokens_per_s']:g}") / t("25.25")
+    c = t("25.25") / t("196.80")
+    k = t(t.v["draft_len"])
+    e = s * (1 if draft_free else 1 + k * c)
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        lo, hi = ((lo + hi) / 2, hi) if _tokens_per_round((lo + hi) / 2, k) < e else (lo, (lo + hi) / 2)
+    return lo
+
+
+def _mixed(t, tp, batch, ctx, prompt, serial=False):
+    """One mixed step by the chapter's roofline, from the printed sizes (s)."""
+    p, kv = t("70.55") * 1e9, t(320) * 1024 / tp
+    compute = 2 * p * (batch + prompt) / (tp * t("989.5") * 1e12)
+    memory = (2 * p / tp + batch * kv * ctx + prompt * kv) / (t("3.35") * 1e12)
+    return compute + memory if serial else max(compute, memory)
+
+
+def _dis1(t, **kw):
+    tp, b, ctx = t.v["tp_degree"], t(t.v["decode_batch"]), t(t.v["context_len"])
+    return _mixed(t, tp, b, ctx, t(t.v["prompt_len"]), **kw) / _mixed(t, tp, b, ctx, 0, **kw)
+
+
+def _dis2(t):
+    tp, b, ctx = t.v["tp_degree"], t(t.v["decode_batch"]), t(t.v["context_len"])
+    p, kv, peak, bw = t("70.55") * 1e9, t(320) * 1024 / tp, t("989.5") * 1e12, t("3.35") * 1e12
+    per_token = 2 * p / (tp * peak)
+    return math.floor(((2 * p / tp + b * kv * ctx) / bw - per_token * b) / (per_token - kv / bw))
+
+
+def _dis4(t, chunk_without_decodes=False):
+    b, s, c = t(t.v["decode_batch"]), t(t.v["prompt_len"]), t(str(t.v["max_batched_tokens"]))
+    per = min(c if chunk_without_decodes else c - b, s)
+    n = math.ceil(s / per)
+    return ((n - 1) * _mixed(t, 8, b, t(4096), per) + _mixed(t, 8, b, 4096, s - (n - 1) * per)) * 1e3
+
+
+def _dis5(t):
+    s = t(t.v["prefill_ms"]) / 1e3
+    budget = (t(t.v["ttft_target_ms"]) - t(t.v["prefill_ms"])) / 1e3
+    return math.ceil(t(t.v["rate_per_s"]) * s / (2 * budget / (2 * budget + s)))
+
+
+def _dis6(t, per_output_token=False):
+    rate, tpot = t(t.v["rate_per_s"]), t(f"{t.v['tpot_s'] * 1e3:g}") / 1e3
+    wl = Workload(rate, int(t(2048)), int(t(256)))
+    pools = size_disaggregated(get_model("llama-3-70b"), "h100-sxm", wl, SLO(t(300) / 1e3, tpot), prefill_tp=8,
+                               decode_tp=4, link_Bps=t(50) * 1e9, link_latency_s=t(100) * 1e-6)
+    tokens_per_s = rate * (256 if per_output_token else 2048 + 256)
+    return pools.n_gpus * t(f"{t.v['usd_per_gpu_hour']:.2f}") / (tokens_per_s * 3600) * 1e6
+
+
 HAND = {
     "pd-1": lambda t: 2 * t(t["model"].billions) * 1e9 * t(t.v["prompt_len"]) / 1e12,
     "pd-2": lambda t: 1e3 * _ttft(*_llama8(t), t(t.v["prompt_len"]),
@@ -261,6 +404,26 @@ HAND = {
     "cap-7": lambda t: derive(dataclasses.replace(sound_plan(), output_fraction=_pct(t))).cheapest_floor_percentile,
     "cap-6": lambda t: len(audit(dataclasses.replace(sound_plan(), admission="prompt", shared_tiers=True,
                                                      batching="static", claimed_concurrency=int(t(t.v["claimed"]))))),
+    "quant-1": lambda t: t(t.v["bits"]) / 8 + (t(16) + t(t.v["zero_bits"])) / 8 / t(t.v["group_size"]),
+    "quant-2": lambda t: _quant2(t),
+    "quant-3": lambda t: _quant3(t),
+    "quant-4": lambda t: _quant4(t),
+    "quant-5": lambda t: _quant5(t),
+    "quant-6": lambda t: _quant6(t),
+    "spec-1": lambda t: _tokens_per_round(t(t.v["acceptance_rate"]), t(t.v["draft_len"])),
+    "spec-2": lambda t: _spec_batch1(t),
+    "spec-3": lambda t: _spec_scan(t),
+    "spec-4": lambda t: _spec4(t),
+    "spec-5": lambda t: _spec5(t),
+    "spec-6": lambda t: max(range(1, 11), key=lambda k: _spec_batch1(t, k=k)),
+    "dis-1": lambda t: _dis1(t),
+    "dis-2": lambda t: _dis2(t),
+    "dis-3": lambda t: (2 * t(t["model"].n_layers) * t(t["model"].n_kv_heads) / t.v["tp_degree"]
+                        * t(t["model"].head_dim) * 2 * t(t.v["prompt_len"]) / (t(t.v["link_GBps"]) * 1e9)
+                        + t(20) * 1e-6) * 1e3,
+    "dis-4": lambda t: _dis4(t),
+    "dis-5": lambda t: _dis5(t),
+    "dis-6": lambda t: _dis6(t),
 }
 
 #: The usual slips: (name, the wrong answer, words its hint must contain: a string, None for
@@ -374,6 +537,51 @@ SLIPS = {
               ("100 u* (the break-even as the percentile)", lambda t, ref: 100 - ref, None),
               ("the median", lambda t, ref: 50.0, None)],
     "cap-6": [("one too few", lambda t, ref: ref - 1, "off by one")],
+    "quant-1": [("no scale or zero point", lambda t, ref: t.v["bits"] / 8, None),
+                ("no zero point", lambda t, ref: t.v["bits"] / 8 + 2 / t.v["group_size"], None),
+                ("bits for bytes", lambda t, ref: ref * 8, "8x too large: bits")],
+    "quant-2": [("the embedding table quantized too", lambda t, ref: _quant2(t, embedding_quantized=True), None),
+                ("GB for GiB", lambda t, ref: ref * GiB / 1e9, "GB (10^9 bytes) where GiB")],
+    "quant-3": [("fp16 cache", lambda t, ref: _quant3(t, kv_bytes=2), None),
+                ("no reserve", lambda t, ref: _quant3(t, reserve=1.0), None),
+                ("one too many", lambda t, ref: ref + 1, "off by one")],
+    "quant-4": [("one degree short", lambda t, ref: ref / 2, None)],
+    "quant-5": [("an ideal kernel", lambda t, ref: _quant5(t, ratio=1.0), None),
+                ("the bit ratio", lambda t, ref: 16 / get_precision(t.v["weights"]).bits, None)],
+    "quant-6": [("a batch of 64 that does not fit", lambda t, ref: ref if _quant6(t, capped=False) == _quant6(t)
+                 else _quant6(t, capped=False), None),
+                ("an ideal kernel", lambda t, ref: _quant6(t, ratio=1.0), None),
+                ("per 1k tokens", lambda t, ref: ref / 1000, "1000x too small")],
+    "spec-1": [("k + 1 tokens", lambda t, ref: t.v["draft_len"] + 1, None),
+               ("no token of the target's own", lambda t, ref: ref - 1, None),
+               ("k terms, not k + 1", lambda t, ref: ref - t.v["acceptance_rate"] ** t.v["draft_len"], None)],
+    "spec-2": [("the draft for free", lambda t, ref: _spec_batch1(t, draft_free=True), None),
+               ("k + 1 tokens a round", lambda t, ref: _spec_batch1(t, tokens=t.v["draft_len"] + 1), None),
+               ("verification at k + 1 steps", lambda t, ref: _spec_batch1(t, verify_steps=t.v["draft_len"] + 1),
+                None)],
+    "spec-3": [("the closed form", lambda t, ref: round(REGISTRY["spec-4"].reference(
+                   acceptance_rate=t.v["acceptance_rate"], draft_len=t.v["draft_len"])), None),
+               ("attention left out", lambda t, ref: _spec_scan(t, attention=False), None),
+               ("one too many", lambda t, ref: ref + 1, "off by one")],
+    "spec-4": [("k for k + 1", lambda t, ref: _spec4(t, k_for_k_plus_1=True), None),
+               ("the draft for free", lambda t, ref: _spec4(t, draft_free=True), None)],
+    "spec-5": [("the draft for free", lambda t, ref: _spec5(t, draft_free=True), None)],
+    "spec-6": [("the longest draft", lambda t, ref: 10, None),
+               ("one too many", lambda t, ref: ref + 1, "off by one")],
+    "dis-1": [("the sum bound", lambda t, ref: _dis1(t, serial=True), None),
+              ("the prefill alone over the decode step", lambda t, ref: _mixed(
+                  t, t.v["tp_degree"], 0, 1, t.v["prompt_len"]) / _mixed(
+                  t, t.v["tp_degree"], t.v["decode_batch"], t.v["context_len"], 0), None)],
+    "dis-2": [("the ridge point less the batch", lambda t, ref: 989.5 / 3.35 - t.v["decode_batch"], None)],
+    "dis-3": [("the whole cache from every device", lambda t, ref: (ref - 0.02) * t.v["tp_degree"] + 0.02, None),
+              ("K or V only", lambda t, ref: (ref - 0.02) / 2 + 0.02, None)],
+    "dis-4": [("chunks of max_batched_tokens", lambda t, ref: _dis4(t, chunk_without_decodes=True), None),
+              ("the whole prompt in one step", lambda t, ref: _mixed(
+                  t, 8, t.v["decode_batch"], 4096, t.v["prompt_len"]) * 1e3, None)],
+    "dis-5": [("the average load", lambda t, ref: math.ceil(t.v["rate_per_s"] * t.v["prefill_ms"] / 1e3), None),
+              ("one too few", lambda t, ref: ref - 1, "off by one")],
+    "dis-6": [("per 1M output tokens", lambda t, ref: _dis6(t, per_output_token=True), None),
+              ("per 1k tokens", lambda t, ref: ref / 1000, "1000x too small")],
 }
 
 CASES = [(ex_id, v) for ex_id in sorted(REGISTRY) for v in all_variants(REGISTRY[ex_id])]

@@ -39,9 +39,21 @@ def test_simulation_agrees_with_the_formula(a, k):
 
 
 def test_pass_time_of_one_token_is_the_tpot():
-    for b, ctx, tp in ((1, 512, 1), (64, 4096, 2), (300, 128, 8)):
+    for b, ctx, tp in ((1, 512, 1), (64, 4096, 2), (300, 128, 8), (2048, 32_768, 8)):
         assert pass_time_s(T, "h100-sxm", batch=b, new_tokens=1, context_len=ctx, tp_degree=tp) == \
             predict_tpot_s(T, "h100-sxm", b, ctx, tp_degree=tp)
+
+
+def test_a_verification_pass_counts_attention_for_every_new_token():
+    # By hand: Llama-3-70B, 80 layers of 64 heads of 128; 5 new tokens per sequence, each
+    # scoring and summing 4,096 cached keys: 4 * 80 * 64 * 128 * 4,096 FLOPs, beside 2P.
+    b, n, ctx, tp = 1024, 5, 4096, 8
+    flops = n * b * (2 * T.n_params + 4 * 80 * 64 * 128 * ctx) / tp
+    moved = (2 * T.n_params + b * 2 * 80 * 8 * 128 * 2 * ctx) / tp
+    by_hand = max(flops / 989.5e12, moved / 3.35e12)
+    assert flops / 989.5e12 > moved / 3.35e12                       # compute-bound: attention shows
+    assert pass_time_s(T, "h100-sxm", batch=b, new_tokens=n, context_len=ctx, tp_degree=tp) == \
+        pytest.approx(by_hand, rel=1e-12)
 
 
 def test_batch1_speedup_is_e_over_one_plus_kc():

@@ -48,7 +48,8 @@ GPU_LABELS = {"a100-40gb": "A100 40GB", "a100-80gb": "A100 80GB", "h100-sxm": "H
 
 class ModelFacts:
     """A model preset as a statement shows it: ``{model}`` is its label (``Llama-3-8B``);
-    ``n_layers``, ``n_heads``, ``n_kv_heads``, ``head_dim`` are its integers;
+    ``n_layers``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``vocab_size``, ``hidden_size``
+    are its integers;
     ``billions`` its parameter count in billions to two decimals (``8.03``);
     ``kv_kib_per_token`` its fp16 KV cache per token in KiB (``128``)."""
 
@@ -57,6 +58,7 @@ class ModelFacts:
         self.name, self.label = spec.name, MODEL_LABELS.get(spec.name, spec.name)
         self.n_layers, self.n_heads = spec.n_layers, spec.n_heads
         self.n_kv_heads, self.head_dim = spec.n_kv_heads, spec.head_dim
+        self.vocab_size, self.hidden_size = spec.vocab_size, spec.hidden_size
         self.billions = f"{spec.n_params / 1e9:.2f}"
         self.kv_kib_per_token = f"{kv_bytes_per_token(spec) / KiB:g}"
 
