@@ -13,9 +13,8 @@ held to a real engine in "A serving engine you can read".
 from . import workloads
 from .core import Request, SimResult, Trace, simulate
 from .scheduler import Scheduler, Step
-from .steptime import (PCIE_GEN5_X16_Bps, STEP_TERMS, StepTimeModel, fit_step_time, roofline_step_time,
-                       swap_s_per_token)
+from .steptime import STEP_TERMS, StepTimeModel, fit_step_time, roofline_step_time, swap_s_per_token
 
 __all__ = ["Request", "SimResult", "Trace", "simulate", "roofline_step_time", "swap_s_per_token",
-           "PCIE_GEN5_X16_Bps", "Scheduler", "Step", "StepTimeModel", "fit_step_time", "STEP_TERMS",
+           "Scheduler", "Step", "StepTimeModel", "fit_step_time", "STEP_TERMS",
            "workloads"]
