@@ -64,6 +64,8 @@ DEVICE = pick_device()
 print(f"measuring on {DEVICE}")
 
 # %% tags=["hide-input"]
+import textwrap
+
 import numpy as np
 
 from servelib import plots
@@ -378,7 +380,8 @@ cache = dict(max_batch=64, kv_capacity_tokens=40_000, step_time_s=0.03)
 right = simulate(queue, **cache)                              # reject on arrival
 wrong = simulate(queue, reject_oversized=False, **cache)      # queue it anyway
 print(f"right (reject): {right.n_rejected} rejected, {right.n_completed} completed")
-print(f"  reason: {right.rejections[0][1]}")
+print(textwrap.fill(f"reason: {right.rejections[0][1]}", 80, initial_indent="  ",
+                    subsequent_indent="    "))
 print(f"wrong (queue):  {wrong.n_completed} completed, "
       f"{wrong.n_starved} waiting forever")
 assert (right.n_rejected, right.n_completed, wrong.n_starved) == (1, 40, 41)

@@ -191,9 +191,9 @@ max_ctx = max(r.final_len for r in reqs_uneven + probe_chat)
 cal = calibrate(engine, max_batch=kw_uneven["max_batch"], max_context=max_ctx,
                 max_chunk=512)
 step_model = cal.model
-print(f"measured on {engine}")
-print(f"warm-up: {len(cal.steps)} steps in {cal.wall_s:.1f} s; fitted step times: "
-      f"median error {cal.median_abs_error:.0%} per step, "
+print(engine)
+print(f"warm-up: {len(cal.steps)} steps in {cal.wall_s:.1f} s")
+print(f"fitted step times: median error {cal.median_abs_error:.0%} per step, "
       f"{cal.total_error:+.1%} in total")
 rows = [(name, value * 1e6) for name, value in zip(STEP_TERMS, step_model.coefficients)]
 print(table(rows, ["term of the model", "fitted (µs)"], ["", ".3f"]))
@@ -664,7 +664,7 @@ for name, (reqs, kw, r, steps) in held.items():
     for (k, m, p, e), (*_, e_in) in zip(fitted_first, in_run):
         errors.append(abs(e))
         rows.append((name, k.removesuffix("_s"), m, p, e, e_in))
-print(f"measured on {engine}")
+print(engine)
 print(table(rows, ["workload", "figure (s)", "measured", "predicted", "error",
                    "in-run fit"], ["", "", ".4f", ".4f", "+.1%", "+.1%"]))
 print(f"largest error {max(errors):.0%}, median {np.median(errors):.0%}")
@@ -700,8 +700,9 @@ cold = fresh.run(reqs, max_batch=8).result.trace.step_s[0]
 # right: warm, repeated, the median
 warm = np.median([fresh.run(reqs, max_batch=8).result.trace.step_s[0]
                   for _ in range(5)])
-print(f"prefill step of 8 x 64 tokens: wrong (first call, cold) {cold * 1e3:7.2f} ms; "
-      f"right (median of 5, warm) {warm * 1e3:7.2f} ms")
+print("prefill step of 8 x 64 tokens:")
+print(f"wrong (first call, cold) {cold * 1e3:7.2f} ms")
+print(f"right (median of 5, warm) {warm * 1e3:6.2f} ms")
 
 # %% [markdown]
 # **Beginner mistake: sizing for throughput instead of goodput.** Tokens per second keep
@@ -731,7 +732,7 @@ assert by_tput > by_goodput
 #
 # | what | on this machine |
 # |---|---|
-# | paged vs contiguous logits | equal to 1e-4 (fp32), with chunks, preemption and shared prefixes |
+# | paged vs contiguous logits | equal within 1e-4 (fp32), with chunks, preemption and shared prefixes |
 # | engine step vs bare decoder, batch 1 / 32 (measured) | {glue:text}`live_overhead_b1` / {glue:text}`live_overhead_b32` |
 # | continuous vs static, wall-clock / mean latency (measured) | {glue:text}`live_cont_wall_meas` / {glue:text}`live_cont_lat_meas` |
 # | the same, simulated with a constant step / the previous chapter's backlog | {glue:text}`cont_wall_const` / {glue:text}`cont_lat_const`; {glue:text}`ch5_wall` / {glue:text}`ch5_lat` |
