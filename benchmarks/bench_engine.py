@@ -118,7 +118,7 @@ def main() -> None:
     if not args.skip_overhead:
         print("\n1. engine overhead (the measurement chapters' toy decoder)")
         doc["overhead"] = overhead(device)
-    print(f"\n2. simulator vs engine ({engine})")
+    print(f"\n2. simulator vs engine, on\n{engine}")
     doc["engine"] = str(engine)
     if args.clock == "cpu" and (device.kind != "cpu" or torch.get_num_threads() != 1):
         ap.error("--clock cpu needs a CPU run with one thread")

@@ -7,7 +7,7 @@ tokens (about 2.56 M decode tokens), continuous batching with max_batch=256 and 
 constant 20 ms step. Four variants: unlimited contiguous KV; a paged cache of 16-token
 blocks (256 x 1,024 tokens); and over-commit on a tighter 150,000-token paged cache, with
 recompute preemption and with swap preemption (each token copied costs Llama-3-8B's KV bytes
-over PCIe 5.0). Prints the median wall time of the repeats (the machine may
+over an H100's host link, PCIe Gen5 x16). Prints the median wall time of the repeats (the machine may
 be shared: take medians, not minima or single runs).
 """
 from __future__ import annotations
@@ -25,7 +25,8 @@ VARIANTS = {
     "paged + recompute preemption": dict(block_size=16, kv_capacity_tokens=150_000, admission="prompt",
                                          preemption="recompute"),
     "paged + swap preemption": dict(block_size=16, kv_capacity_tokens=150_000, admission="prompt",
-                                    preemption="swap", swap_s_per_token=swap_s_per_token(get_model("llama-3-8b"))),
+                                    preemption="swap",
+                                    swap_s_per_token=swap_s_per_token(get_model("llama-3-8b"), "h100-sxm")),
 }
 
 

@@ -63,13 +63,16 @@ from servelib.measure import pick_device
 DEVICE = pick_device()
 print(f"measuring on {DEVICE}")
 
-# %%
+# %% tags=["hide-input"]
+import textwrap
+
 import numpy as np
 
 from servelib import plots
-from servelib.book import glue
+from servelib.book import glue, table
 from servelib.grading import check
 from servelib.hardware import get_gpu
+from servelib.interconnect import get_host_link
 from servelib.memory import kv_budget_bytes, kv_bytes_per_token, weight_bytes
 from servelib.models import get_model
 from servelib.sim import Request, roofline_step_time, simulate, workloads
@@ -101,12 +104,14 @@ plots.apply_style()
 # %%
 # NBVAL_CHECK_OUTPUT
 three = [Request(arrival_s=0, prompt_len=10, output_len=o) for o in (1, 3, 2)]
+by_hand = {"continuous": [1, 3, 3], "static": [3, 3, 5]}
+rows = []
 for policy in ("continuous", "static"):
     r = simulate(three, policy=policy, max_batch=2, step_time_s=1.0)
-    print(f"{policy:<10} makespan {r.makespan_s:.0f} s, latencies {r.latency_s.tolist()} s, "
-          f"mean {r.mean_latency_s:.2f} s")
-assert simulate(three, max_batch=2, step_time_s=1.0).latency_s.tolist() == [1, 3, 3]
-assert simulate(three, policy="static", max_batch=2, step_time_s=1.0).latency_s.tolist() == [3, 3, 5]
+    rows.append((policy, r.makespan_s, str(r.latency_s.tolist()), r.mean_latency_s))
+    assert r.latency_s.tolist() == by_hand[policy]
+print(table(rows, ["policy", "makespan (s)", "latencies (s)", "mean (s)"],
+            ["", ".0f", "", ".2f"]))
 
 # %% [markdown]
 # The simulator does the same bookkeeping for thousands of requests. It never loops over
@@ -129,13 +134,15 @@ static = simulate(policy="static", **uneven)
 cont = simulate(policy="continuous", **uneven)
 wall_ratio = static.makespan_s / cont.makespan_s
 lat_ratio = static.mean_latency_s / cont.mean_latency_s
-print(f"{'':<11}{'wall-clock':>11}{'mean latency':>14}{'throughput':>14}")
-for name, r in (("static", static), ("continuous", cont)):
-    print(f"{name:<11}{r.makespan_s:>9.1f} s{r.mean_latency_s:>12.1f} s{r.throughput_tokens_per_s:>9.0f} tok/s")
-print(f"continuous is {wall_ratio:.1f}x shorter in wall-clock and {lat_ratio:.1f}x lower in mean latency")
-assert (round(wall_ratio, 1), round(lat_ratio, 1)) == (2.8, 5.0)
+rows = [(name, r.makespan_s, r.mean_latency_s, r.throughput_tokens_per_s)
+        for name, r in (("static", static), ("continuous", cont))]
+print(table(rows, ["", "wall-clock (s)", "mean latency (s)", "tokens/s"],
+            ["", ".1f", ".1f", ",.0f"]))
+print(f"continuous is {wall_ratio:.1f}x shorter in wall-clock "
+      f"and {lat_ratio:.1f}x lower in mean latency")
 
 # %% tags=["remove-cell"]
+assert (round(wall_ratio, 1), round(lat_ratio, 1)) == (2.8, 5.0)
 glue("wall_ratio", f"{wall_ratio:.1f}x")
 glue("lat_ratio", f"{lat_ratio:.1f}x")
 
@@ -150,7 +157,8 @@ glue("lat_ratio", f"{lat_ratio:.1f}x")
 fig, ax = plots.new_axes("time (s)", "sequences decoding (of 40 slots)",
                          "the same backlog, two schedulers")
 for name, r in (("static", static), ("continuous", cont)):
-    ax.plot(r.trace.end_s, r.trace.decode, lw=0.8, label=f"{name} (done at {r.makespan_s:.0f} s)")
+    ax.plot(r.trace.end_s, r.trace.decode, lw=0.8,
+            label=f"{name} (done at {r.makespan_s:.0f} s)")
 ax.axhline(uneven["max_batch"], color="grey", lw=0.8, ls="--")
 plots.legend(fig)
 
@@ -170,9 +178,10 @@ for seed in range(10):
     s, c = simulate(policy="static", **kw), simulate(policy="continuous", **kw)
     ratios.append((s.makespan_s / c.makespan_s, s.mean_latency_s / c.mean_latency_s))
 ratios = np.array(ratios)
-for k, name in enumerate(("wall-clock", "mean latency")):
-    lo, med, hi = np.min(ratios[:, k]), np.median(ratios[:, k]), np.max(ratios[:, k])
-    print(f"{name:<13} ratio over 10 seeds: min {lo:.1f}x  median {med:.1f}x  max {hi:.1f}x")
+rows = [(name, np.min(ratios[:, k]), np.median(ratios[:, k]), np.max(ratios[:, k]))
+        for k, name in enumerate(("wall-clock", "mean latency"))]
+print(table(rows, ["static / continuous, 10 seeds", "min", "median", "max"],
+            ["", ".1f", ".1f", ".1f"]))
 assert np.all(ratios > 1.5)
 
 # %% [markdown]
@@ -192,25 +201,28 @@ for cv in cvs:
     w, m = [], []
     for seed in range(5):
         outs = workloads.output_lengths(184, 256, cv, seed=seed, max_len=4096)
-        kw = dict(requests=workloads.make_requests(0.0, 128, outs, 4096), max_batch=40, step_time_s=0.025)
+        kw = dict(requests=workloads.make_requests(0.0, 128, outs, 4096), max_batch=40,
+                  step_time_s=0.025)
         s, c = simulate(policy="static", **kw), simulate(policy="continuous", **kw)
         w.append(s.makespan_s / c.makespan_s)
         m.append(s.mean_latency_s / c.mean_latency_s)
     spread["wall-clock"].append(np.median(w))
     spread["mean latency"].append(np.median(m))
 fig, ax = plots.new_axes("output-length coefficient of variation (std / mean)",
-                         "static / continuous (x)", "gain of continuous batching vs output spread")
+                         "static / continuous (x)",
+                         "gain of continuous batching vs output spread")
 for name, ys in spread.items():
     ax.plot(cvs, ys, marker="o", label=name)
-ax.axhline(8, color="grey", lw=0.8, ls="--", label="Anyscale: ~8x throughput (their workload)")
+ax.axhline(8, color="grey", lw=0.8, ls="--",
+           label="Anyscale: ~8x throughput (their workload)")
 plots.legend(fig)
+
+# %% tags=["remove-cell"]
 # The caption's claims, checked: a tie at zero spread, the latency ratio past 8x at the
 # heaviest tail, and the wall-clock ratio flat (within 10%) from spread 1.5 to 2.
 assert round(spread["wall-clock"][0], 6) == round(spread["mean latency"][0], 6) == 1.0
 assert spread["mean latency"][-1] > 8
 assert abs(spread["wall-clock"][-1] / spread["wall-clock"][-2] - 1) < 0.1
-
-# %% tags=["remove-cell"]
 for key, name in (("wall", "wall-clock"), ("lat", "mean latency")):
     glue(f"spread_{key}_exp", f"{spread[name][cvs.index(1.0)]:.1f}x")
     glue(f"spread_{key}_heavy", f"{spread[name][-1]:.1f}x")
@@ -233,9 +245,11 @@ glue("spread_max_cv", f"{cvs[-1]:.0f}")
 # NBVAL_CHECK_OUTPUT
 wrong = simulate(policy="static", **uneven)      # a batch waits for its longest member
 right = simulate(policy="continuous", **uneven)  # retire and admit every step
-print(f"wrong (static):     {wrong.makespan_s:6.1f} s wall-clock, {wrong.mean_latency_s:5.1f} s mean latency")
-print(f"right (continuous): {right.makespan_s:6.1f} s wall-clock, {right.mean_latency_s:5.1f} s mean latency")
-assert right.makespan_s < wrong.makespan_s and right.mean_latency_s < wrong.mean_latency_s
+rows = [(name, r.makespan_s, r.mean_latency_s)
+        for name, r in (("wrong (static)", wrong), ("right (continuous)", right))]
+print(table(rows, ["", "wall-clock (s)", "mean latency (s)"], ["", ".1f", ".1f"]))
+assert right.makespan_s < wrong.makespan_s
+assert right.mean_latency_s < wrong.mean_latency_s
 
 # %% [markdown]
 # ## Free the slot, then fill it
@@ -248,14 +262,20 @@ assert right.makespan_s < wrong.makespan_s and right.mean_latency_s < wrong.mean
 # %%
 # NBVAL_CHECK_OUTPUT
 late = simulate(three, max_batch=2, step_time_s=1.0, retire_before_admit=False)
-print(f"three requests, admit then retire: latencies {late.latency_s.tolist()} s (right: [1, 3, 3])")
+print(f"three requests, admit then retire: latencies {late.latency_s.tolist()} s "
+      "(right: [1, 3, 3])")
+assert late.latency_s.tolist() == [1, 3, 4]
 slow = {}
 for mean_out in (256, 8):
     outs = workloads.output_lengths(184, mean_out, 1.0, seed=0, max_len=4096)
-    kw = dict(requests=workloads.make_requests(0.0, 128, outs, 4096), max_batch=40, step_time_s=0.025)
-    slow[mean_out] = simulate(retire_before_admit=False, **kw).makespan_s / simulate(**kw).makespan_s - 1
-    print(f"backlog with mean output {mean_out:>3} tokens: admit-then-retire takes {slow[mean_out]:.1%} longer")
-assert late.latency_s.tolist() == [1, 3, 4]
+    kw = dict(requests=workloads.make_requests(0.0, 128, outs, 4096), max_batch=40,
+              step_time_s=0.025)
+    late_run = simulate(retire_before_admit=False, **kw)
+    slow[mean_out] = late_run.makespan_s / simulate(**kw).makespan_s - 1
+print(table([(f"{m} tokens", f) for m, f in slow.items()],
+            ["mean output", "admit-then-retire takes longer by"], ["", ".1%"]))
+
+# %% tags=["remove-cell"]
 assert (round(slow[256], 3), round(slow[8], 3)) == (0.003, 0.075)
 
 # %% [markdown]
@@ -281,20 +301,24 @@ assert (round(slow[256], 3), round(slow[8], 3)) == (0.003, 0.075)
 # %%
 # NBVAL_CHECK_OUTPUT
 reports = [Request(0.0, 1000, 1000, 1000, tier="batch") for _ in range(20)]
-chat = workloads.make_requests(workloads.poisson_arrivals(40, 0.5, seed=1, start_s=1.0), 500,
-                               workloads.output_lengths(40, 300, 1.0, seed=2, max_len=1000), 1000)
-night = dict(requests=reports + chat, max_batch=64, kv_capacity_tokens=40_000, step_time_s=0.03)
+chat = workloads.make_requests(
+    workloads.poisson_arrivals(40, 0.5, seed=1, start_s=1.0), 500,
+    workloads.output_lengths(40, 300, 1.0, seed=2, max_len=1000), 1000)
+night = dict(requests=reports + chat, max_batch=64, kv_capacity_tokens=40_000,
+             step_time_s=0.03)
 oom = simulate(admission="prompt", **night)
 safe = simulate(admission="final", **night)
-print(f"prompt admission: {oom.n_oom_events} OOM, {oom.n_oom_killed} requests killed, "
-      f"{oom.n_oom_killed_90pct_done} of them at least 90% done, "
-      f"{oom.oom_tokens_lost:,} generated tokens thrown away; {oom.n_completed} of 60 completed")
-print(f"final admission:  {safe.n_oom_killed} killed, {safe.n_completed} of 60 completed, "
-      f"mean latency {safe.mean_latency_s:.1f} s")
-assert (oom.n_oom_killed, oom.n_oom_killed_90pct_done, safe.n_completed) == (23, 20, 60)
-assert oom.oom_tokens_lost == 18_494
+rows = [("prompt", oom.n_oom_events, oom.n_oom_killed, oom.n_oom_killed_90pct_done,
+         oom.oom_tokens_lost, oom.n_completed),
+        ("final", safe.n_oom_events, safe.n_oom_killed, safe.n_oom_killed_90pct_done,
+         safe.oom_tokens_lost, safe.n_completed)]
+print(table(rows, ["admission", "OOMs", "killed", "of them 90% done", "tokens lost",
+                   "completed (of 60)"], ["", "d", "d", "d", ",d", "d"]))
+assert safe.n_oom_killed == 0 and safe.n_completed == 60
 
 # %% tags=["remove-cell"]
+assert (oom.n_oom_killed, oom.n_oom_killed_90pct_done, safe.n_completed) == (23, 20, 60)
+assert oom.oom_tokens_lost == 18_494
 glue("oom_killed", f"{oom.n_oom_killed}")
 glue("oom_90", f"{oom.n_oom_killed_90pct_done}")
 glue("oom_lost", f"{oom.oom_tokens_lost:,}")
@@ -308,11 +332,13 @@ glue("oom_lost", f"{oom.oom_tokens_lost:,}")
 # everything completes.
 
 # %%
-fig, ax = plots.new_axes("time (s)", "KV tokens held", "prompt vs final admission, 40,000-token cache")
+fig, ax = plots.new_axes("time (s)", "KV tokens held",
+                         "prompt vs final admission, 40,000-token cache")
 for name, r in (("prompt admission", oom), ("final admission", safe)):
     ax.plot(r.trace.end_s, r.trace.kv_allocated_tokens, lw=1, label=name)
 # The capacity as the edge of a shaded band: a line there would hide final admission's.
-ax.axhspan(40_000, 45_000, color="red", alpha=0.12, lw=0, label="beyond the 40,000-token cache")
+ax.axhspan(40_000, 45_000, color="red", alpha=0.12, lw=0,
+           label="beyond the 40,000-token cache")
 ax.set(xlim=(0, 60), ylim=(0, 45_000))
 plots.legend(fig)
 
@@ -326,11 +352,13 @@ plots.legend(fig)
 # %%
 # NBVAL_CHECK_OUTPUT
 four = [Request(0, 100, 50) for _ in range(4)]
-wrong = simulate(four, max_batch=4, kv_capacity_tokens=560, admission="prompt", step_time_s=0.02)
-right = simulate(four, max_batch=4, kv_capacity_tokens=560, admission="final", step_time_s=0.02)
+cache = dict(max_batch=4, kv_capacity_tokens=560, step_time_s=0.02)
+wrong = simulate(four, admission="prompt", **cache)     # admit on the prompt
+right = simulate(four, admission="final", **cache)      # reserve prompt + max output
 print(f"wrong (prompt): {wrong.n_completed} completed, {wrong.n_oom_killed} killed, "
       f"{wrong.oom_tokens_lost} tokens lost")
-print(f"right (final):  {right.n_completed} completed in {right.makespan_s:.2f} s, peak KV {right.kv_peak_tokens} tokens")
+print(f"right (final):  {right.n_completed} completed in {right.makespan_s:.2f} s, "
+      f"peak KV {right.kv_peak_tokens} tokens")
 assert (wrong.n_oom_killed, right.n_completed) == (4, 4)
 
 # %% [markdown]
@@ -348,11 +376,14 @@ assert (wrong.n_oom_killed, right.n_completed) == (4, 4)
 # NBVAL_CHECK_OUTPUT
 huge = Request(0.0, 30_000, 20_000, tier="batch")          # 50,000 tokens > 40,000
 queue = [huge] + chat
-right = simulate(queue, max_batch=64, kv_capacity_tokens=40_000, step_time_s=0.03)
-wrong = simulate(queue, max_batch=64, kv_capacity_tokens=40_000, step_time_s=0.03, reject_oversized=False)
+cache = dict(max_batch=64, kv_capacity_tokens=40_000, step_time_s=0.03)
+right = simulate(queue, **cache)                              # reject on arrival
+wrong = simulate(queue, reject_oversized=False, **cache)      # queue it anyway
 print(f"right (reject): {right.n_rejected} rejected, {right.n_completed} completed")
-print(f"  reason: {right.rejections[0][1]}")
-print(f"wrong (queue):  {wrong.n_completed} completed, {wrong.n_starved} waiting forever")
+print(textwrap.fill(f"reason: {right.rejections[0][1]}", 80, initial_indent="  ",
+                    subsequent_indent="    "))
+print(f"wrong (queue):  {wrong.n_completed} completed, "
+      f"{wrong.n_starved} waiting forever")
 assert (right.n_rejected, right.n_completed, wrong.n_starved) == (1, 40, 41)
 
 # %% [markdown]
@@ -382,37 +413,44 @@ assert (right.n_rejected, right.n_completed, wrong.n_starved) == (1, 40, 41)
 llama8, h100 = get_model("llama-3-8b"), get_gpu("h100-sxm")
 step = roofline_step_time(llama8, h100)
 n_chat = 2000
-chat_reqs = workloads.make_requests(workloads.poisson_arrivals(n_chat, 40, seed=0),
-                                    np.random.default_rng(1).integers(64, 1024, n_chat),
-                                    workloads.output_lengths(n_chat, 200, 1.0, seed=2, max_len=2048), 2048)
+chat_reqs = workloads.make_requests(
+    workloads.poisson_arrivals(n_chat, 40, seed=0),
+    np.random.default_rng(1).integers(64, 1024, n_chat),
+    workloads.output_lengths(n_chat, 200, 1.0, seed=2, max_len=2048), 2048)
+over_commit = dict(block_size=16, admission="prompt")
 configs = {
     "contiguous, reserve max": dict(),
     "paged, reserve max": dict(block_size=16),
-    "paged, over-commit + recompute": dict(block_size=16, admission="prompt", preemption="recompute"),
-    "paged, over-commit + swap": dict(block_size=16, admission="prompt", preemption="swap"),
+    "paged, over-commit + recompute": dict(over_commit, preemption="recompute"),
+    "paged, over-commit + swap": dict(over_commit, preemption="swap"),
 }
-paged_runs = {k: simulate(chat_reqs, max_batch=256, kv_capacity_tokens=60_000, step_time_s=step, **kw)
-              for k, kw in configs.items()}
+paged_runs = {k: simulate(chat_reqs, max_batch=256, kv_capacity_tokens=60_000,
+                          step_time_s=step, **kw) for k, kw in configs.items()}
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'':<32}{'KV used':>8}{'mean batch':>11}{'tok/s':>8}{'mean lat.':>10}{'preempted':>10}")
-for name, r in paged_runs.items():
-    mean_batch = np.average(r.trace.batch, weights=r.trace.step_s)
-    print(f"{name:<32}{1 - r.kv_waste_fraction:>8.1%}{mean_batch:>11.1f}{r.throughput_tokens_per_s:>8.0f}"
-          f"{r.mean_latency_s:>8.1f} s{r.n_preempted:>10}")
+def mean_batch(r):
+    """Sequences in the batch, averaged over time (each step weighed by its length)."""
+    return np.average(r.trace.batch, weights=r.trace.step_s)
+
+
+rows = [(name, 1 - r.kv_waste_fraction, mean_batch(r), r.throughput_tokens_per_s,
+         r.mean_latency_s, r.n_preempted) for name, r in paged_runs.items()]
+print(table(rows, ["", "KV used", "mean batch", "tokens/s", "mean lat. (s)",
+                   "preempted"], ["", ".1%", ".1f", ",.0f", ".1f", "d"]))
 contig, paged = paged_runs["contiguous, reserve max"], paged_runs["paged, reserve max"]
 over = paged_runs["paged, over-commit + recompute"]
 assert 0.204 <= 1 - contig.kv_waste_fraction <= 0.382 and paged.kv_waste_fraction < 0.04
 assert all(r.n_completed == n_chat for r in paged_runs.values())
-batch_gain = np.average(over.trace.batch, weights=over.trace.step_s) / np.average(contig.trace.batch,
-                                                                               weights=contig.trace.step_s)
+batch_gain = mean_batch(over) / mean_batch(contig)
 speedup = over.throughput_tokens_per_s / contig.throughput_tokens_per_s
-print(f"over-commit vs contiguous: {batch_gain:.1f}x the mean batch, {speedup:.1f}x the throughput")
-assert (round(1 - contig.kv_waste_fraction, 2), round(paged.kv_waste_fraction, 3)) == (0.29, 0.010)
-assert (round(batch_gain, 1), round(speedup, 1)) == (2.6, 1.9)
+print(f"over-commit vs contiguous: {batch_gain:.1f}x the mean batch, "
+      f"{speedup:.1f}x the throughput")
 
 # %% tags=["remove-cell"]
+assert round(1 - contig.kv_waste_fraction, 2) == 0.29
+assert round(paged.kv_waste_fraction, 3) == 0.010
+assert (round(batch_gain, 1), round(speedup, 1)) == (2.6, 1.9)
 glue("contig_used", f"{1 - contig.kv_waste_fraction:.0%}")
 glue("paged_waste", f"{paged.kv_waste_fraction:.1%}")
 glue("overcommit_speedup", f"{speedup:.1f}x")
@@ -428,12 +466,13 @@ glue("overcommit_batch_gain", f"{batch_gain:.1f}x")
 # recoverable, and here it gives {glue:text}`overcommit_speedup` the throughput.
 
 # %%
-fig, ax = plots.new_axes("time (s)", "KV tokens", "memory held vs memory storing tokens (60,000-token cache)")
+fig, ax = plots.new_axes("time (s)", "KV tokens",
+                         "memory held vs memory storing tokens (60,000-token cache)")
 ax.plot(contig.trace.end_s, contig.trace.kv_allocated_tokens, color="C0", lw=1,
         label="contiguous, reserve max: held")
 ax.plot(contig.trace.end_s, contig.trace.kv_used_tokens, color="C0", lw=1, ls=":",
         label="contiguous, reserve max: tokens stored")
-# Paged memory holds what it stores, to within a block per sequence: one line shows both.
+# Paged memory holds what it stores, to within a block a sequence: one line shows both.
 ax.plot(over.trace.end_s, over.trace.kv_allocated_tokens, color="C1", lw=1,
         label="paged, over-commit: held = tokens stored")
 ax.set_xlim(0, 40)
@@ -457,24 +496,28 @@ plots.legend(fig)
 # NBVAL_CHECK_OUTPUT
 sys_prompt = 1024
 base = chat_reqs[:500]
-with_prefix = [Request(q.arrival_s, q.prompt_len + sys_prompt, q.output_len, q.max_output_len,
-                       prefix_id="system", prefix_len=sys_prompt) for q in base]
-no_sharing = [Request(q.arrival_s, q.prompt_len + sys_prompt, q.output_len, q.max_output_len) for q in base]
-share_kw = dict(max_batch=256, kv_capacity_tokens=60_000, block_size=16, admission="prompt",
-                preemption="recompute", step_time_s=step)
-shared_run, private_run = simulate(with_prefix, **share_kw), simulate(no_sharing, **share_kw)
-prefix_batch = {}
-for name, r in (("private copies", private_run), ("shared prefix", shared_run)):
-    prefix_batch[name] = np.average(r.trace.batch, weights=r.trace.step_s)
-    print(f"{name:<15} mean batch {prefix_batch[name]:5.1f}, mean latency {r.mean_latency_s:5.2f} s, "
-          f"preemptions {r.n_preempted}")
-prefix_gain = prefix_batch["shared prefix"] / prefix_batch["private copies"]
+with_prefix = [Request(q.arrival_s, q.prompt_len + sys_prompt, q.output_len,
+                       q.max_output_len, prefix_id="system", prefix_len=sys_prompt)
+               for q in base]
+no_sharing = [Request(q.arrival_s, q.prompt_len + sys_prompt, q.output_len,
+                      q.max_output_len) for q in base]
+share_kw = dict(max_batch=256, kv_capacity_tokens=60_000, step_time_s=step,
+                preemption="recompute", **over_commit)
+shared_run = simulate(with_prefix, **share_kw)
+private_run = simulate(no_sharing, **share_kw)
+runs = {"private copies": private_run, "shared prefix": shared_run}
+rows = [(name, mean_batch(r), r.mean_latency_s, r.n_preempted)
+        for name, r in runs.items()]
+print(table(rows, ["", "mean batch", "mean latency (s)", "preemptions"],
+            ["", ".1f", ".2f", "d"]))
+prefix_gain = mean_batch(shared_run) / mean_batch(private_run)
 prefix_blocks = sys_prompt // share_kw["block_size"]
-print(f"sharing the {prefix_blocks}-block prefix runs {prefix_gain:.1f}x the mean batch")
+print(f"sharing the {prefix_blocks}-block prefix runs {prefix_gain:.1f}x "
+      "the mean batch")
 assert shared_run.mean_latency_s < private_run.mean_latency_s
-assert (prefix_blocks, round(prefix_gain, 1)) == (64, 2.2)
 
 # %% tags=["remove-cell"]
+assert (prefix_blocks, round(prefix_gain, 1)) == (64, 2.2)
 glue("prefix_blocks", f"{prefix_blocks}")
 glue("prefix_gain", f"{prefix_gain:.1f}x")
 
@@ -497,38 +540,51 @@ glue("prefix_gain", f"{prefix_gain:.1f}x")
 # the only engine since 0.11, preempts by recompute only: its authors found recomputation
 # cheaper in that design {cite}`vllm_optimization`. A swap is not free: every token's KV
 # crosses the host link twice, out and back. The simulator charges it by default from the
-# step-time model: `roofline_step_time` carries the model's KV bytes per token over a
-# PCIe 5.0 x16 link, 64 GB/s in each direction ({glue:text}`swap_us` per token for
-# Llama-3-8B). Shrink the cache and count the cost:
+# step-time model: `roofline_step_time` carries the model's KV bytes per token over the
+# GPU's host link, from `servelib.interconnect`: for the H100 SXM, PCIe Gen5 x16 at
+# {glue:text}`host_gbps` in each direction (the datasheet's 128 GB/s counts both), which
+# makes {glue:text}`swap_us` per token of Llama-3-8B. Shrink the cache and count the cost:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'KV cache':>9}{'mode':>11}{'done':>6}{'killed':>8}{'preempted':>10}{'recomputed':>12}{'swapped':>9}"
-      f"{'swap s':>8}{'steps out':>10}")
+rows = []
 for cap in (60_000, 30_000):
     for mode in (None, "recompute", "swap"):
-        r = simulate(chat_reqs, max_batch=256, kv_capacity_tokens=cap, block_size=16, admission="prompt",
-                     preemption=mode, step_time_s=step)
+        r = simulate(chat_reqs, max_batch=256, kv_capacity_tokens=cap, preemption=mode,
+                     step_time_s=step, **over_commit)
         swap_s = r.swapped_tokens * step.swap_s_per_token
-        print(f"{cap:>9,}{str(mode):>11}{r.n_completed:>6}{r.n_oom_killed:>8}{r.n_preempted:>10}"
-              f"{r.recomputed_tokens:>12,}{r.swapped_tokens:>9,}{swap_s:>8.2f}{r.preempted_steps:>10,}")
+        rows.append((cap, str(mode), r.n_completed, r.n_oom_killed, r.n_preempted,
+                     r.recomputed_tokens, r.swapped_tokens, swap_s, r.preempted_steps))
         if mode is None:
-            assert r.n_oom_killed > 0
+            assert r.n_oom_killed > 0                 # over-commit without preemption
         else:
             assert r.n_oom_killed == 0 and r.n_completed == n_chat
-        if mode == "swap":   # the copies are charged: the same run with free copies ends sooner
-            free = simulate(chat_reqs, max_batch=256, kv_capacity_tokens=cap, block_size=16, admission="prompt",
-                            preemption=mode, step_time_s=step, swap_s_per_token=0.0)
-            assert swap_s > 0 and r.makespan_s > free.makespan_s
-assert round(step.swap_s_per_token * 1e6, 2) == 2.05
+host = get_host_link(h100)
+print(f"host link of the H100 SXM: {host.generation}, "
+      f"{host.bandwidth_Bps / 1e9:.0f} GB/s each way:\n"
+      f"{kv_bytes_per_token(llama8) / 1024:.0f} KiB of Llama-3-8B's KV a token takes "
+      f"{step.swap_s_per_token * 1e6:.2f} µs to copy\n")
+print(table(rows, ["KV cache", "mode", "done", "killed", "preempted", "recomputed",
+                   "swapped", "swap (s)", "steps out"],
+            [",d", "", "d", "d", "d", ",d", ",d", ".2f", ",d"]))
 
 # %% tags=["remove-cell"]
+# The copies are charged: the same run with free copies ends sooner.
+for cap in (60_000, 30_000):
+    kw = dict(max_batch=256, kv_capacity_tokens=cap, preemption="swap",
+              step_time_s=step, **over_commit)
+    charged = simulate(chat_reqs, **kw)
+    free = simulate(chat_reqs, swap_s_per_token=0.0, **kw)
+    assert charged.swapped_tokens > 0 and charged.makespan_s > free.makespan_s
+assert step.swap_s_per_token == kv_bytes_per_token(llama8) / host.bandwidth_Bps
+assert round(step.swap_s_per_token * 1e6, 2) == 2.05
+glue("host_gbps", f"{host.bandwidth_Bps / 1e9:.0f} GB/s")
 glue("swap_us", f"{step.swap_s_per_token * 1e6:.2f} µs")
 
 # %% [markdown]
 # Without preemption, over-commit is the 3 a.m. story again: batches die. With it, the cost
-# is visible and bounded: tokens recomputed (GPU time) or tokens copied over PCIe (the
-# seconds of transfer in the table, added to the steps that made the copies), plus the
+# is visible and bounded: tokens recomputed (GPU time) or tokens copied over the host link
+# (the seconds of transfer in the table, added to the steps that made the copies), plus the
 # steps each victim spent waiting. Halving the cache multiplies the preemptions; past some
 # point a replica spends more time redoing work than doing it, and the cure is a bigger
 # budget, not a cleverer scheduler.
@@ -547,41 +603,52 @@ glue("swap_us", f"{step.swap_s_per_token * 1e6:.2f} µs")
 # once a second; {term}`TTFT` of the documents and {term}`ITL` of every decode token.
 
 # %%
-cap_tokens = int(kv_budget_bytes(h100.memory_bytes, weight_bytes(llama8)) // kv_bytes_per_token(llama8))
-steady = workloads.make_requests(workloads.poisson_arrivals(500, 30, seed=4), 512,
-                                 workloads.output_lengths(500, 300, 0.5, seed=5, max_len=1024), 1024)
+budget = kv_budget_bytes(h100.memory_bytes, weight_bytes(llama8))
+cap_tokens = int(budget // kv_bytes_per_token(llama8))      # KV tokens on one H100
+steady = workloads.make_requests(
+    workloads.poisson_arrivals(500, 30, seed=4), 512,
+    workloads.output_lengths(500, 300, 0.5, seed=5, max_len=1024), 1024)
 docs = workloads.make_requests(np.arange(1.0, 9.0), 16_384, 32, 64)
 is_doc = np.array([False] * len(steady) + [True] * len(docs))
-chunk_runs = {chunk: simulate(steady + docs, max_batch=128, kv_capacity_tokens=cap_tokens,
-                              max_batched_tokens=chunk, step_time_s=step) for chunk in (None, 2048, 512)}
+chunk_runs = {chunk: simulate(steady + docs, max_batch=128,
+                              kv_capacity_tokens=cap_tokens, max_batched_tokens=chunk,
+                              step_time_s=step)
+              for chunk in (None, 2048, 512)}
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'max_batched_tokens':>18}{'doc TTFT p50':>14}{'chat TTFT p99':>15}{'ITL p50':>9}{'ITL p99':>9}{'worst ITL':>11}")
-for chunk, r in chunk_runs.items():
-    print(f"{str(chunk):>18}{np.median(r.ttft_s[is_doc]) * 1e3:>11.0f} ms{np.percentile(r.ttft_s[~is_doc], 99) * 1e3:>12.0f} ms"
-          f"{r.itl_percentile_s(50) * 1e3:>6.1f} ms{r.itl_percentile_s(99) * 1e3:>6.1f} ms"
-          f"{r.trace.step_s.max() * 1e3:>8.0f} ms")
+rows = [(str(chunk), np.median(r.ttft_s[is_doc]) * 1e3,
+         np.percentile(r.ttft_s[~is_doc], 99) * 1e3, r.itl_percentile_s(50) * 1e3,
+         r.itl_percentile_s(99) * 1e3, r.trace.step_s.max() * 1e3)
+        for chunk, r in chunk_runs.items()]
+print("all in ms")
+print(table(rows, ["max_batched_tokens", "doc TTFT p50", "chat TTFT p99", "ITL p50",
+                   "ITL p99", "worst ITL"], ["", ".0f", ".0f", ".1f", ".1f", ".0f"]))
 assert chunk_runs[512].itl_percentile_s(99) < chunk_runs[None].itl_percentile_s(99) / 2
-ms = {chunk: (round(np.median(r.ttft_s[is_doc]) * 1e3), round(r.itl_percentile_s(99) * 1e3, 1),
-              round(r.trace.step_s.max() * 1e3)) for chunk, r in chunk_runs.items()}
-assert ms == {None: (271, 18.3, 276), 2048: (302, 33.2, 33), 512: (307, 8.3, 8)}
 
 # %% tags=["remove-cell"]
-doc_ttft_ms = {chunk: np.median(r.ttft_s[is_doc]) * 1e3 for chunk, r in chunk_runs.items()}
+ms = {chunk: (round(np.median(r.ttft_s[is_doc]) * 1e3),
+              round(r.itl_percentile_s(99) * 1e3, 1), round(r.trace.step_s.max() * 1e3))
+      for chunk, r in chunk_runs.items()}
+assert ms == {None: (271, 18.3, 276), 2048: (302, 33.2, 33), 512: (307, 8.3, 8)}
+doc_ttft_ms = {chunk: np.median(r.ttft_s[is_doc]) * 1e3
+               for chunk, r in chunk_runs.items()}
 glue("chunk_itl_p50", f"{chunk_runs[None].itl_percentile_s(50) * 1e3:.0f} ms")
 glue("chunk_ttft_cost", f"{doc_ttft_ms[512] - doc_ttft_ms[None]:.0f} ms")
 glue("chunk_pieces_2048", f"{docs[0].prompt_len // 2048}")
-for chunk in (None, 2048, 512):
-    glue(f"chunk_spike_{str(chunk).lower()}", f"{chunk_runs[chunk].trace.step_s.max() * 1e3:.0f} ms")
-    glue(f"chunk_p99_{str(chunk).lower()}", f"{chunk_runs[chunk].itl_percentile_s(99) * 1e3:.1f} ms")
+for chunk, r in chunk_runs.items():
+    glue(f"chunk_spike_{str(chunk).lower()}", f"{r.trace.step_s.max() * 1e3:.0f} ms")
+    glue(f"chunk_p99_{str(chunk).lower()}", f"{r.itl_percentile_s(99) * 1e3:.1f} ms")
 
 # %%
-fig, ax = plots.new_axes("time (s)", "step time = inter-token latency (ms)", "Llama-3-8B on H100, roofline step times")
-# Most steps are the same either way: the unchunked run as a wide pale band under the other.
+fig, ax = plots.new_axes("time (s)", "step time = inter-token latency (ms)",
+                         "Llama-3-8B on H100, roofline step times")
+# Most steps are the same either way: the unchunked run as a wide pale band under
+# the other.
 for chunk, style in ((None, dict(lw=3, alpha=0.35)), (512, dict(lw=0.8))):
     r = chunk_runs[chunk]
-    ax.plot(r.trace.end_s, r.trace.step_s * 1e3, **style, label=f"max_batched_tokens={chunk}")
+    ax.plot(r.trace.end_s, r.trace.step_s * 1e3, **style,
+            label=f"max_batched_tokens={chunk}")
 ax.set_yscale("log")
 plots.legend(fig)
 
@@ -620,24 +687,30 @@ plots.legend(fig)
 # first served. *Split*: one replica per tier, each with the batch size that suits it.
 
 # %%
-inter = workloads.make_requests(workloads.poisson_arrivals(1200, 4.0, seed=6), 512,
-                                workloads.output_lengths(1200, 200, 1.0, seed=7, max_len=1024), 1024)
-batch_jobs = workloads.make_requests(0.0, 2000, workloads.output_lengths(2000, 400, 0.5, seed=8, max_len=1024),
-                                     1024, tier="batch")
+inter = workloads.make_requests(
+    workloads.poisson_arrivals(1200, 4.0, seed=6), 512,
+    workloads.output_lengths(1200, 200, 1.0, seed=7, max_len=1024), 1024)
+batch_jobs = workloads.make_requests(
+    0.0, 2000, workloads.output_lengths(2000, 400, 0.5, seed=8, max_len=1024), 1024,
+    tier="batch")
 both = sorted(inter + batch_jobs, key=lambda q: q.arrival_s)
 tier_kw = dict(kv_capacity_tokens=cap_tokens, step_time_s=step)
 
 
 def two_replicas(first, second, batch_first, batch_second):
-    return (simulate(first, max_batch=batch_first, **tier_kw), simulate(second, max_batch=batch_second, **tier_kw))
+    """Two replicas of Llama-3-8B on an H100, serving ``first`` and ``second``."""
+    return (simulate(first, max_batch=batch_first, **tier_kw),
+            simulate(second, max_batch=batch_second, **tier_kw))
 
 
 def tier_report(runs):
-    """Chat TTFT p99 (s), chat TPOT p99 (s) and the time the last document finishes (s)."""
-    pick = lambda metric, tier: np.concatenate([getattr(r, metric)[(r.tier == tier) & (r.status == "completed")]
-                                                for r in runs])
-    ttft, tpot, batch_lat = pick("ttft_s", "interactive"), pick("tpot_s", "interactive"), pick("latency_s", "batch")
-    return np.percentile(ttft, 99), np.percentile(tpot[~np.isnan(tpot)], 99), batch_lat.max()
+    """Chat TTFT p99 (s), chat TPOT p99 (s), and when the last document finishes (s)."""
+    def pick(metric, tier):
+        done = [(r.tier == tier) & (r.status == "completed") for r in runs]
+        return np.concatenate([getattr(r, metric)[d] for r, d in zip(runs, done)])
+    ttft, tpot = pick("ttft_s", "interactive"), pick("tpot_s", "interactive")
+    return (np.percentile(ttft, 99), np.percentile(tpot[~np.isnan(tpot)], 99),
+            pick("latency_s", "batch").max())
 
 
 # %% [markdown]
@@ -649,19 +722,24 @@ def tier_report(runs):
 # NBVAL_CHECK_OUTPUT
 tiers = {}
 for b in (16, 256):  # wrong: one deployment for both tiers, whichever batch size
-    tiers[f"wrong: shared, max_batch={b}"] = tier_report(two_replicas(both[0::2], both[1::2], b, b))
+    runs = two_replicas(both[0::2], both[1::2], b, b)
+    tiers[f"wrong: shared, max_batch={b}"] = tier_report(runs)
 # right: two deployments, a small batch for chat and a large one for documents
-tiers["right: split, 16 and 256"] = tier_report(two_replicas(inter, batch_jobs, 16, 256))
-print(f"{'':<28}{'chat TTFT p99':>14}{'chat TPOT p99':>15}{'batch job done':>16}")
-for name, (ttft99, tpot99, done) in tiers.items():
-    print(f"{name:<28}{ttft99:>12.2f} s{tpot99 * 1e3:>12.1f} ms{done:>14.0f} s")
+runs = two_replicas(inter, batch_jobs, 16, 256)
+tiers["right: split, 16 and 256"] = tier_report(runs)
+rows = [(name, ttft99, tpot99 * 1e3, done)
+        for name, (ttft99, tpot99, done) in tiers.items()]
+print(table(rows, ["", "chat TTFT p99 (s)", "chat TPOT p99 (ms)", "batch job done (s)"],
+            ["", ".2f", ".1f", ".0f"]))
 shared_small, shared_large, split = tiers.values()
+assert split[0] < shared_large[0] < shared_small[0] and split[1] < shared_large[1]
+
+# %% tags=["remove-cell"]
 assert [(round(t, 2), round(p * 1e3, 1), round(d)) for t, p, d in tiers.values()] == [
     (179.04, 6.1, 185), (61.65, 20.2, 73), (0.02, 5.3, 137)]
 assert round(shared_large[1] / split[1], 1) == 3.8
-
-# %% tags=["remove-cell"]
-for key, (ttft99, tpot99, done) in (("small", shared_small), ("large", shared_large), ("split", split)):
+for key, (ttft99, tpot99, done) in (("small", shared_small), ("large", shared_large),
+                                    ("split", split)):
     glue(f"tier_done_{key}", f"{done:.0f} s")
 glue("tier_ttft_small", f"{shared_small[0]:.0f} s")
 glue("tier_ttft_large", f"{shared_large[0]:.0f} s")
@@ -706,7 +784,12 @@ glue("tier_tpot_gain", f"{shared_large[1] / split[1]:.1f}x")
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = simulate([Request(0, 16, o) for o in (4, 1, 1, 2)], max_batch=2, step_time_s=0.05).makespan_s
+# Each step gives every running request a token (its prefill step gives the first).
+# Step 1: r0, r1 (done); step 2: r0, r2 (done); step 3: r0, r3; step 4: r0 and r3 done.
+answer = 4 * 0.05
+four_reqs = simulate([Request(0, 16, o) for o in (4, 1, 1, 2)], max_batch=2,
+                     step_time_s=0.05)
+print(f"{answer:.2f} s (the simulator: {four_reqs.makespan_s:.2f} s)")
 ### END SOLUTION
 check("sch-1", answer)
 
@@ -719,7 +802,11 @@ check("sch-1", answer)
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
 kw = workloads.uneven_outputs(seed=3)
-answer = simulate(policy="static", **kw).makespan_s / simulate(policy="continuous", **kw).makespan_s
+static_run = simulate(policy="static", **kw)
+continuous_run = simulate(policy="continuous", **kw)
+answer = static_run.makespan_s / continuous_run.makespan_s
+print(f"static {static_run.makespan_s:.1f} s / "
+      f"continuous {continuous_run.makespan_s:.1f} s = {answer:.2f}x")
 ### END SOLUTION
 check("sch-2", answer)
 
@@ -730,7 +817,12 @@ check("sch-2", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = 32_768 // (512 + 1536)
+reserved = 512 + 1536                  # final admission: the prompt and the whole cap
+answer = 32_768 // reserved            # whole sequences only
+replica = simulate([Request(0, 512, 256, max_output_len=1536)] * 64, max_batch=64,
+                   kv_capacity_tokens=32_768, step_time_s=0.02)
+print(f"{answer} sequences of {reserved:,} reserved tokens "
+      f"(the simulator's largest batch: {replica.trace.batch.max()})")
 ### END SOLUTION
 check("sch-3", answer)
 
@@ -742,8 +834,12 @@ check("sch-3", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-steps_that_fit = (560 - 4 * 101) // 4 + 1      # 40 steps, each sequence has 40 tokens
-answer = 4 * steps_that_fit
+free_after_prefill = 560 - 4 * 101                 # 156 tokens left after the prefill
+steps_that_fit = free_after_prefill // 4 + 1       # 39 more steps, plus the prefill: 40
+answer = 4 * steps_that_fit                        # 40 generated tokens each, all lost
+oom_run = simulate([Request(0, 100, 50)] * 4, max_batch=4, kv_capacity_tokens=560,
+                   admission="prompt", step_time_s=0.02)
+print(f"{answer} tokens thrown away (the simulator: {oom_run.oom_tokens_lost})")
 ### END SOLUTION
 check("sch-4", answer)
 
@@ -753,7 +849,11 @@ check("sch-4", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-answer = -(-1000 // 16) * 16 - 1000
+blocks = -(-1000 // 16)                # 63 blocks, the last one partly filled
+answer = blocks * 16 - 1000            # the empty slots of that last block
+one = simulate([Request(0, 999, 1)], max_batch=1, block_size=16, step_time_s=0.02)
+print(f"{blocks} blocks hold {blocks * 16:,} slots: {answer} empty "
+      f"(the simulator: {one.kv_peak_tokens - one.kv_peak_used_tokens})")
 ### END SOLUTION
 check("sch-5", answer)
 
@@ -765,7 +865,11 @@ check("sch-5", answer)
 
 # %% tags=["hide-input"]
 ### BEGIN SOLUTION
-# Step 1: 1 + 255 prompt tokens; steps 2-4: 255 each after the decode token (745 -> 490 -> 235 -> 0).
-answer = 4 * 0.02
+per_step = 256 - 1                     # the short request's token goes first each step
+steps = -(-1000 // per_step)           # 1,000 -> 745 -> 490 -> 235 -> 0: four steps
+answer = steps * 0.02
+pair = simulate([Request(0, 1, 20), Request(0, 1000, 5)], max_batch=2,
+                max_batched_tokens=256, step_time_s=0.02)
+print(f"{answer:.2f} s (the simulator: {pair.ttft_s[1]:.2f} s)")
 ### END SOLUTION
 check("sch-6", answer)

@@ -19,6 +19,10 @@ The link of a preset is the fabric that connects a whole tensor-parallel group o
 8 devices: NVLink (through NVSwitch) on SXM boards, Infinity Fabric on AMD's, PCIe where
 there is no such fabric (a two-card NVLink bridge, as on the H100 PCIe or the RTX 3090,
 joins only pairs and is noted, not modelled).
+
+Each preset also has a *host link*, :func:`get_host_link`: the PCIe link between the GPU and
+its server's memory, which KV blocks cross when they are swapped out of the GPU and back
+(:func:`servelib.sim.swap_s_per_token`).
 """
 from __future__ import annotations
 
@@ -116,6 +120,15 @@ _LINKS = {link.gpu: link for link in (
 )}
 
 
+
+def _preset_name(gpu) -> str:
+    from .hardware import GPUSpec
+    if isinstance(gpu, GPUSpec):
+        return gpu.name
+    if isinstance(gpu, str):
+        return gpu.strip().lower()
+    raise TypeError(f"gpu must be a GPUSpec or a preset name, got {type(gpu).__name__}")
+
 def list_links() -> list[str]:
     """GPU preset names that have a link entry, sorted."""
     return sorted(_LINKS)
@@ -127,17 +140,74 @@ def get_link(gpu) -> Link:
     Raises TypeError for another type, KeyError listing the known names for a GPU that
     has no entry (a custom GPUSpec: pass the link's figures to the function instead).
     """
-    from .hardware import GPUSpec
-    if isinstance(gpu, GPUSpec):
-        name = gpu.name
-    elif isinstance(gpu, str):
-        name = gpu.strip().lower()
-    else:
-        raise TypeError(f"gpu must be a GPUSpec or a preset name, got {type(gpu).__name__}")
+    name = _preset_name(gpu)
     if name not in _LINKS:
         raise KeyError(f"no link entry for GPU {name!r}; known: {', '.join(list_links())}")
     return _LINKS[name]
 
+
+
+@dataclass(frozen=True)
+class HostLink:
+    """The link between a GPU preset and its host's memory: its PCIe link.
+
+    ``gpu``: the preset name. ``generation``: the PCIe generation and width, e.g. 'PCIe Gen5
+    x16'. ``bandwidth_Bps``: bytes/s in one direction (the datasheet prints the total of both
+    directions, halved here: a swap copies one way at a time). ``source``: the datasheet and
+    what it says. Copies from pinned host memory reach somewhat less than this line rate.
+    """
+
+    gpu: str
+    generation: str
+    bandwidth_Bps: float
+    source: str
+
+    def __post_init__(self):
+        _check.positive("bandwidth_Bps", self.bandwidth_Bps)
+
+
+def _host(gpu, generation, total_GBps, source):
+    return HostLink(gpu, generation, total_GBps / 2 * 1e9, source)
+
+
+_GEN3, _GEN4, _GEN5 = "PCIe Gen3 x16", "PCIe Gen4 x16", "PCIe Gen5 x16"
+# The B200 has no entry: its datasheets give NVLink's figure but not its host link's.
+_HOST_LINKS = {h.gpu: h for h in (
+    _host("a100-40gb", _GEN4, 64, "NVIDIA A100 datasheet: PCIe Gen4 64 GB/s, " + _NV + "a100/"),
+    _host("a100-80gb", _GEN4, 64, "NVIDIA A100 datasheet: PCIe Gen4 64 GB/s, " + _NV + "a100/"),
+    _host("h100-sxm", _GEN5, 128, "NVIDIA H100 datasheet (SXM): PCIe Gen5 128 GB/s, " + _NV + "h100/"),
+    _host("h100-pcie", _GEN5, 128, "NVIDIA H100 datasheet (PCIe): PCIe Gen5 128 GB/s, " + _NV + "h100/"),
+    _host("h200", _GEN5, 128, "NVIDIA H200 datasheet: PCIe Gen5 128 GB/s, " + _NV + "h200/"),
+    _host("h20", _GEN5, 128, "NVIDIA HGX H20 specifications as published by NVIDIA's partners: "
+          "PCIe Gen5 128 GB/s"),
+    _host("l4", _GEN4, 64, "NVIDIA L4 datasheet: PCIe Gen4 x16 64 GB/s, " + _NV + "l4/"),
+    _host("t4", _GEN3, 32, "NVIDIA T4 datasheet: PCIe Gen3 x16, 32 GB/s interconnect, " + _NV + "tesla-t4/"),
+    _host("l40s", _GEN4, 64, "NVIDIA L40S datasheet: PCIe Gen4 x16 64 GB/s bidirectional, " + _NV + "l40s/"),
+    _host("l40", _GEN4, 64, "NVIDIA L40 datasheet: PCIe Gen4 x16 64 GB/s bidirectional, " + _NV + "l40/"),
+    _host("a10", _GEN4, 64, "NVIDIA A10 datasheet: PCIe Gen4 64 GB/s, " + _NV + "products/a10-gpu/"),
+    _host("a10g", _GEN4, 64, "AWS EC2 G5 (NVIDIA A10G): PCIe Gen4 x16 like the A10 (64 GB/s), "
+          "https://aws.amazon.com/ec2/instance-types/g5/"),
+    _host("rtx-4090", _GEN4, 64, "NVIDIA GeForce RTX 4090 specifications: PCIe Gen4 x16 (64 GB/s both "
+          "ways at 16 GT/s a lane), " + _GEFORCE + "40-series/rtx-4090/"),
+    _host("rtx-3090", _GEN4, 64, "NVIDIA GeForce RTX 3090 specifications: PCIe Gen4 x16 (64 GB/s both "
+          "ways at 16 GT/s a lane), " + _GEFORCE + "30-series/rtx-3090-3090ti/"),
+    _host("mi300x", _GEN5, 128, "AMD Instinct MI300X datasheet: PCIe Gen5 x16 (128 GB/s both ways at "
+          "32 GT/s a lane), " + _AMD + "mi300/mi300x.html"),
+    _host("mi325x", _GEN5, 128, "AMD Instinct MI325X datasheet: PCIe Gen5 x16 (128 GB/s both ways at "
+          "32 GT/s a lane), " + _AMD + "mi300/mi325x.html"),
+)}
+
+
+def get_host_link(gpu) -> HostLink:
+    """The :class:`HostLink` of a GPU preset (a name or a :class:`~servelib.hardware.GPUSpec`).
+
+    Raises TypeError for another type, KeyError listing the known names for a GPU that
+    has no entry (a custom GPUSpec, or the B200: pass the link's bandwidth instead).
+    """
+    name = _preset_name(gpu)
+    if name not in _HOST_LINKS:
+        raise KeyError(f"no host link entry for GPU {name!r}; known: {', '.join(sorted(_HOST_LINKS))}")
+    return _HOST_LINKS[name]
 
 def ring_allreduce_factor(n_devices: int) -> float:
     """Share of a message each device sends in a ring all-reduce: ``2 (n - 1) / n`` (0 for n = 1)."""

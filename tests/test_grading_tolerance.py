@@ -84,6 +84,27 @@ def _continuous(outputs, slots):
     return steps
 
 
+def _goodput_by_hand(outputs, step_ms, ttft_slo_ms, tpot_slo_ms):
+    """Continuous batching on two slots, step by step: each request's first-token step and
+    last step; the good ones over the makespan (a one-token answer has no TPOT)."""
+    waiting, running, step, good = list(enumerate(outputs)), {}, 0, 0
+    first = {}
+    while waiting or running:
+        while waiting and len(running) < 2:
+            i, n = waiting.pop(0)
+            running[i] = n
+        step += 1
+        for i in list(running):
+            first.setdefault(i, step)
+            running[i] -= 1
+            if running[i] == 0:
+                del running[i]
+                n = outputs[i]
+                tpot_ok = n == 1 or (step - first[i]) * step_ms / (n - 1) <= tpot_slo_ms
+                good += first[i] * step_ms <= ttft_slo_ms and tpot_ok
+    return good / (step * step_ms / 1e3)
+
+
 def _ptu_tpm(f):
     return CHAPTER["ptu_tpm"] / ((1 - f) + CHAPTER["ptu_weight"] * f)
 
@@ -375,6 +396,14 @@ HAND = {
     # The first pair holds both slots from prefill + transfer; the second pair waits for them.
     "dis-7": lambda t: (t(t.v["prefill_ms"]) + t(t.v["transfer_ms"])
                         + 2 * (t(t.v["output_len"]) - 1) * t(t.v["step_ms"])),
+    "eng-1": lambda t: math.ceil((t(t.v["prompt_len"]) + t(t.v["generated"])) / t(t.v["block_size"])),
+    "eng-2": lambda t: t(f"{t.v['rate_per_s']:g}") * t(f"{t.v['mean_latency_s']:g}"),
+    "eng-3": lambda t: t(2) + t("0.1") * (t(t.v["decode"]) + t(t.v["chunk"]))
+    + t(1) * 1e-3 * t.v["decode"] * t(t.v["max_context"]) + t("0.5"),
+    "eng-4": lambda t: _goodput_by_hand(t.v["outputs"], t(t.v["step_ms"]), t(t.v["ttft_slo_ms"]),
+                                        t(t.v["tpot_slo_ms"])),
+    "eng-5": lambda t: (t(t.v["n_requests"]) - 1) * (t(t.v["system_len"]) // t(t.v["block_size"])),
+    "eng-6": lambda t: t(f"{t.v['fixed_ms']:g}") + t(f"{t.v['per_token_ms']:g}") * t(t.v["chunk"]),
     "ec-1": lambda t: 1000 * _blended_per_1k(CHAPTER[t.v["api"]], t(f"{t.v['output_fraction']:.0%}"[:-1]) / 100),
     "ec-2": lambda t: (t(t.v["n_ptu"]) * CHAPTER["ptu"][t.v["term"]]
                        / _blended_per_1k(CHAPTER["gpt-4o"], t(f"{t.v['output_fraction']:.0%}"[:-1]) / 100) * 1000),
@@ -497,6 +526,22 @@ SLIPS = {
                + (t.v["output_len"] - 1) * t.v["step_ms"], None),
               ("a decode step for every token", lambda t, ref: ref + 2 * t.v["step_ms"], None),
               ("seconds for ms", lambda t, ref: ref / 1000, "1000x too small")],
+    "eng-1": [("the prompt's blocks only", lambda t, ref: math.ceil(t.v["prompt_len"] / t.v["block_size"]), None),
+              ("tokens over the block size, rounded down",
+               lambda t, ref: (t.v["prompt_len"] + t.v["generated"]) // t.v["block_size"], "off by one")],
+    "eng-2": [("rate over latency", lambda t, ref: t.v["rate_per_s"] / t.v["mean_latency_s"], None)],
+    "eng-3": [("seconds for ms", lambda t, ref: ref / 1000, "1000x too small"),
+              ("keys of one sequence only", lambda t, ref: ref - 1e-3 * (t.v["decode"] - 1) * t.v["max_context"], None),
+              ("the chunk's tokens left out", lambda t, ref: ref - 0.1 * t.v["chunk"], None)],
+    "eng-4": [("every request counted", lambda t, ref: 4 / (_continuous(t.v["outputs"], 2) * t.v["step_ms"] / 1e3),
+               None),
+              ("per millisecond", lambda t, ref: ref / 1000, "1000x too small")],
+    "eng-5": [("the whole prefix saved once per request", lambda t, ref: t.v["n_requests"] * (
+                  t.v["system_len"] // t.v["block_size"]), None),
+              ("partial blocks shared too", lambda t, ref: (t.v["n_requests"] - 1) * -(-t.v["system_len"]
+                                                                                      // t.v["block_size"]), None)],
+    "eng-6": [("the whole prompt in one step", lambda t, ref: t.v["fixed_ms"] + t.v["per_token_ms"] * 2048, None),
+              ("the fixed cost left out", lambda t, ref: t.v["per_token_ms"] * t.v["chunk"], None)],
     "ec-1": [("per 1k tokens", lambda t, ref: ref / 1000, "1000x too small")],
     "ec-2": [("per-1M price taken as per-1k", lambda t, ref: ref / 1000, "1000x too small")],
     "ec-3": [("not rounded to the step", lambda t, ref: ref - 5, None)],

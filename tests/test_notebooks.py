@@ -3,7 +3,6 @@ import importlib.util
 import json
 import pathlib
 import re
-import warnings
 
 import jupytext
 import nbformat
@@ -23,11 +22,7 @@ _spec = importlib.util.spec_from_file_location("nbsync", ROOT / "scripts" / "nbs
 nbsync = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(nbsync)
 
-#: Code lines longer than 88 characters that each chapter may still have: a budget that only
-#: goes down (wrap a chapter's code, then lower its number; 0 means wrapped). A chapter not
-#: listed may have none.
-LONG_LINE_ALLOWANCE = {"01_prefill_decode": 0, "02_roofline": 0, "03_kv_cache": 0, "04_batching": 0,
-                       "05_scheduling": 77, "07_economics": 0, "11_capstone": 0}
+#: The longest code line a chapter may have: 88 characters fit the page's column.
 MAX_LINE = 88
 
 
@@ -152,12 +147,8 @@ def long_lines(py: pathlib.Path) -> list[str]:
 
 @pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.name)
 def test_code_lines_fit_the_column(py):
-    """A code line over 88 characters scrolls sideways on the page; each chapter may keep at
-    most its allowance (scripts/browser_check.py counts the cells that scroll)."""
+    """A code line over 88 characters scrolls sideways on the page (scripts/browser_check.py
+    counts the cells that do in the built site)."""
     lines = long_lines(py)
-    allowed = LONG_LINE_ALLOWANCE.get(py.stem, 0)
-    assert len(lines) <= allowed, (f"{py.name}: {len(lines)} code lines over {MAX_LINE} characters, "
-                                   f"allowance {allowed}; wrap:\n" + "\n".join(lines[:5]))
-    if len(lines) < allowed:
-        warnings.warn(f"{py.name}: {len(lines)} long code lines, under its allowance of {allowed}: "
-                      "lower LONG_LINE_ALLOWANCE in tests/test_notebooks.py")
+    assert not lines, (f"{py.name}: {len(lines)} code lines over {MAX_LINE} characters; wrap:\n"
+                       + "\n".join(lines[:5]))

@@ -1,14 +1,16 @@
 """servelib.sim pieces the engine shares: the Scheduler driven by hand, the fitted step-time
-model, swap charged over PCIe by default, and the run metrics (goodput, Little's law)."""
+model, swap charged over the GPU's host link by default, and the run metrics (goodput, Little's law)."""
 import math
 
 import numpy as np
 import pytest
 
+from servelib.hardware import get_gpu, list_gpus
+from servelib.interconnect import get_host_link, get_link
 from servelib.memory import kv_bytes_per_token
 from servelib.models import get_model
-from servelib.sim import (PCIE_GEN5_X16_Bps, Request, Scheduler, StepTimeModel, fit_step_time,
-                          roofline_step_time, simulate, swap_s_per_token, workloads)
+from servelib.sim import (Request, Scheduler, StepTimeModel, fit_step_time, roofline_step_time, simulate,
+                          swap_s_per_token, workloads)
 from servelib.sim.blocks import KVPool
 from servelib.sim.core import result
 from servelib.sim.scheduler import Step
@@ -90,12 +92,38 @@ def test_simulate_takes_a_step_time_model():
     assert r.makespan_s == pytest.approx(3e-3 + 1e-4 * (20 + 11 + 2))
 
 
-def test_swap_is_charged_over_pcie_by_default():
+def test_every_gpu_preset_but_the_b200_has_a_host_link_with_a_source():
+    for name in list_gpus():
+        if name == "b200":                      # no datasheet figure: swap needs link_Bps there
+            with pytest.raises(KeyError, match="known"):
+                get_host_link(name)
+            continue
+        host = get_host_link(name)
+        assert host.gpu == name and host.source and host.generation.startswith("PCIe Gen")
+        # A card whose GPUs talk over PCIe talks to its host over the same slot.
+        if get_link(name).kind == "pcie":
+            assert host.bandwidth_Bps == get_link(name).bandwidth_Bps
+    assert get_host_link(get_gpu("h100-sxm")) is get_host_link("H100-SXM ")
+    # Datasheets print both directions together: PCIe Gen5 x16 128 GB/s, Gen4 64, Gen3 32.
+    assert [get_host_link(g).bandwidth_Bps for g in ("h100-sxm", "a100-80gb", "t4")] == [64e9, 32e9, 16e9]
+    with pytest.raises(TypeError):
+        get_host_link(3)
+
+
+def test_swap_is_charged_over_the_gpus_host_link_by_default():
     m = get_model("llama-3-8b")
-    assert swap_s_per_token(m) == pytest.approx(kv_bytes_per_token(m, 2) / PCIE_GEN5_X16_Bps)
-    assert swap_s_per_token(m) == pytest.approx(131072 / 64e9)      # 128 KiB a token over 64 GB/s
+    assert kv_bytes_per_token(m, 2) == 131072                                # 128 KiB a token
+    assert swap_s_per_token(m, "h100-sxm") == pytest.approx(131072 / 64e9)   # over Gen5 x16
+    assert swap_s_per_token(m, "l4") == pytest.approx(131072 / 32e9)         # Gen4 x16: twice as long
+    assert swap_s_per_token(m, link_Bps=1e9) == pytest.approx(131072 / 1e9)
+    assert swap_s_per_token(m, "h100-sxm", tp_degree=8) == pytest.approx(131072 / 8 / 64e9)
+    with pytest.raises(ValueError, match="gpu"):
+        swap_s_per_token(m)
     step = roofline_step_time(m, "h100-sxm")
-    assert step.swap_s_per_token == swap_s_per_token(m)
+    assert step.swap_s_per_token == swap_s_per_token(m, "h100-sxm")
+    assert roofline_step_time(m, "a100-80gb").swap_s_per_token == 2 * step.swap_s_per_token
+    assert roofline_step_time(m, "b200").swap_s_per_token is None                # no figure, none assumed
+    assert roofline_step_time(m, "b200", link_Bps=64e9).swap_s_per_token == step.swap_s_per_token
     reqs = workloads.make_requests(0.0, np.random.default_rng(0).integers(64, 1024, 400),
                                    workloads.output_lengths(400, 200, 1.0, seed=1, max_len=2048), 2048)
     kw = dict(max_batch=256, kv_capacity_tokens=30_000, block_size=16, admission="prompt", preemption="swap",
@@ -104,6 +132,8 @@ def test_swap_is_charged_over_pcie_by_default():
     assert charged.swapped_tokens == free.swapped_tokens > 0
     assert charged.makespan_s - free.makespan_s == pytest.approx(charged.swapped_tokens * step.swap_s_per_token,
                                                                  rel=1e-9)
+    with pytest.raises(ValueError, match="swap_s_per_token"):
+        simulate(reqs, **dict(kw, step_time_s=roofline_step_time(m, "b200")))
 
 
 def test_swap_without_a_cost_is_an_error():

@@ -98,8 +98,9 @@ class Engine:
 
     def __str__(self) -> str:
         s = self.spec
+        # Two lines: the model, then where it runs (each fits a book page's column).
         return (f"{s.name}: {self.model.n_params / 1e6:.1f}M parameters ({s.n_layers} layers, hidden "
-                f"{s.hidden_size}, {s.n_heads} heads / {s.n_kv_heads} KV heads), {self.dtype} on "
+                f"{s.hidden_size}, {s.n_heads} heads / {s.n_kv_heads} KV heads)\n{self.dtype} on "
                 f"{self.device.kind} ({self.device.name}), {torch.get_num_threads()} threads, torch {torch.__version__}")
 
     def cache(self, kv_capacity_tokens: int, block_size: int) -> PagedKVCache:

@@ -18,10 +18,9 @@ from .core import Request, SimResult, Trace, simulate
 from .pools import (DeploymentResult, PoolSpec, PoolUsage, kv_transfer_time, roofline_pool, simulate_disaggregated,
                     simulate_pool, sized_pool)
 from .scheduler import Scheduler, Step
-from .steptime import (PCIE_GEN5_X16_Bps, STEP_TERMS, StepTimeModel, fit_step_time, roofline_step_time,
-                       swap_s_per_token)
+from .steptime import STEP_TERMS, StepTimeModel, fit_step_time, roofline_step_time, swap_s_per_token
 
 __all__ = ["Request", "SimResult", "Trace", "simulate", "roofline_step_time", "swap_s_per_token",
-           "PCIE_GEN5_X16_Bps", "Scheduler", "Step", "StepTimeModel", "fit_step_time", "STEP_TERMS",
+           "Scheduler", "Step", "StepTimeModel", "fit_step_time", "STEP_TERMS",
            "workloads", "PoolSpec", "PoolUsage", "DeploymentResult", "roofline_pool", "sized_pool",
            "kv_transfer_time", "simulate_pool", "simulate_disaggregated"]

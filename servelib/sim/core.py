@@ -273,8 +273,9 @@ def simulate(requests, *, policy: str = "continuous", max_batch: int, kv_capacit
 
     ``swap_s_per_token``: seconds to copy one token's KV between device and host. None
     (default) takes the step-time model's own figure, which :func:`roofline_step_time`
-    computes from the model's KV bytes per token over a PCIe 5.0 x16 link; a constant step
-    time has none, so swap preemption then needs an explicit value (0 for free copies).
+    computes from the model's KV bytes per token over the GPU's host link
+    (:func:`servelib.interconnect.get_host_link`); a constant step time has none, so swap
+    preemption then needs an explicit value (0 for free copies).
 
     A request whose final length can never fit (more than the whole budget, in blocks when
     paged) is rejected on arrival with a reason; with ``reject_oversized=False`` it is queued
@@ -316,7 +317,7 @@ def simulate(requests, *, policy: str = "continuous", max_batch: int, kv_capacit
                 raise ValueError(
                     "preemption='swap' needs swap_s_per_token (seconds to copy one token's KV to host "
                     "memory and back; 0 for free copies), or a step_time_s from roofline_step_time, "
-                    "which charges the model's KV bytes over PCIe")
+                    "which charges the model's KV bytes over the GPU's host link")
             swap_s_per_token = 0.0
     swap_cost = _check.non_negative("swap_s_per_token", swap_s_per_token)
     if not isinstance(retire_before_admit, bool) or not isinstance(reject_oversized, bool):

@@ -1,5 +1,5 @@
 """Step times for the simulator from the roofline model of a model on a GPU, and the
-cost of swapping KV to host memory over PCIe."""
+cost of swapping KV to host memory over the GPU's host link."""
 from __future__ import annotations
 
 import math
@@ -9,32 +9,34 @@ import numpy as np
 
 from .. import _check
 from ..hardware import as_gpu
+from ..interconnect import get_host_link
 from ..memory import _kv_bytes_at, kv_bytes_per_token, weight_bytes
 from ..roofline import decode_bytes_per_step, decode_weight_bytes, prefill_flops, serial_step_time_s, step_time_s
 
 
-#: Host link of a current datacentre GPU, bytes/s in one direction: PCIe 5.0 x16 (32 GT/s per
-#: lane, 16 lanes, 128b/130b encoding: 63 GB/s; the H100 datasheet lists "PCIe Gen5: 128 GB/s"
-#: for both directions together). Real copies from pinned host memory reach somewhat less.
-PCIE_GEN5_X16_Bps = 64e9
-
-
-def swap_s_per_token(model, *, link_Bps: float = PCIE_GEN5_X16_Bps, bytes_per_elem: float = 2,
+def swap_s_per_token(model, gpu=None, *, link_Bps: float | None = None, bytes_per_elem: float = 2,
                      tp_degree: int = 1) -> float:
     """Seconds to copy one token's KV cache across the host link, one way.
 
     ``kv_bytes_per_token(model) / link_Bps``: a sequence swapped out and back in pays it twice
-    per token (the simulator counts both copies). ``link_Bps``: the link's bandwidth in bytes/s
-    (default :data:`PCIE_GEN5_X16_Bps`); under tensor parallelism each device copies its own
-    heads over its own link. Raises ValueError for a non-positive bandwidth.
+    per token (the simulator counts both copies). ``link_Bps``: the link's bandwidth in bytes/s,
+    one direction; by default that of ``gpu``'s host link (a preset name or GPUSpec;
+    :func:`servelib.interconnect.get_host_link`, the datasheet's PCIe figure). Under tensor
+    parallelism each device copies its own heads over its own link. Raises ValueError for a
+    non-positive bandwidth or when neither ``gpu`` nor ``link_Bps`` is given, KeyError for a
+    GPU without a host-link entry (pass ``link_Bps``).
     """
+    if link_Bps is None:
+        if gpu is None:
+            raise ValueError("swap_s_per_token needs gpu (whose host link is used) or link_Bps (bytes/s)")
+        link_Bps = get_host_link(gpu).bandwidth_Bps
     link = _check.positive("link_Bps", link_Bps)
     tp = _check.positive_int("tp_degree", tp_degree)
     return kv_bytes_per_token(model, bytes_per_elem, tp_degree=tp) / link
 
 
 def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: float = 2,
-                       bytes_per_elem: float = 2, tp_degree: int = 1, link_Bps: float = PCIE_GEN5_X16_Bps,
+                       bytes_per_elem: float = 2, tp_degree: int = 1, link_Bps: float | None = None,
                        overlap: bool = True):
     """Return ``f(batch, tokens, kv_tokens) -> seconds``, the roofline time of one step.
 
@@ -54,8 +56,11 @@ def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: floa
     (:func:`servelib.memory.kv_bytes_per_sequence`).
 
     The callable's attribute ``swap_s_per_token`` is :func:`swap_s_per_token` for the same model
-    over ``link_Bps``: :func:`servelib.sim.simulate` charges it for swap preemption unless told
-    otherwise. Raises like the functions it calls.
+    over ``link_Bps`` (bytes/s one way; default: the GPU's host link,
+    :func:`servelib.interconnect.get_host_link`): :func:`servelib.sim.simulate` charges it for
+    swap preemption unless told otherwise. For a GPU without a host-link entry and no
+    ``link_Bps`` it is None, and swap preemption then needs ``swap_s_per_token`` given to
+    ``simulate``. Raises like the functions it calls.
     """
     gpu = as_gpu(gpu)
     tp = _check.positive_int("tp_degree", tp_degree)
@@ -75,9 +80,18 @@ def roofline_step_time(model, gpu, *, dtype: str = "bf16", bytes_per_param: floa
         w_step = decode_weight_bytes(model, tokens, bytes_per_param) / tp if model.is_moe else w
         return bound(prefill_flops(params, tokens), decode_bytes_per_step(w_step, kv_per_seq, b), peak, bw)
 
-    step_time.swap_s_per_token = swap_s_per_token(model, link_Bps=link_Bps, bytes_per_elem=bytes_per_elem,
-                                                  tp_degree=tp)
+    known = link_Bps is not None or _has_host_link(gpu)
+    step_time.swap_s_per_token = (swap_s_per_token(model, gpu, link_Bps=link_Bps, bytes_per_elem=bytes_per_elem,
+                                                   tp_degree=tp) if known else None)
     return step_time
+
+
+def _has_host_link(gpu) -> bool:
+    try:
+        get_host_link(gpu)
+    except KeyError:
+        return False
+    return True
 
 
 #: What a fitted step costs, term by term: the names of :class:`StepTimeModel`'s coefficients
