@@ -314,6 +314,7 @@ class Pool:
 
     @property
     def n_gpus(self) -> int:
+        """GPUs of the pool: instances x TP degree."""
         return self.n_instances * self.tp_degree
 
 
@@ -483,6 +484,7 @@ class Disaggregated:
 
     @property
     def n_gpus(self) -> int:
+        """GPUs of both pools together."""
         return self.prefill.n_gpus + self.decode.n_gpus
 
 

@@ -49,6 +49,7 @@ class PagedKVCache:
 
     @property
     def n_free(self) -> int:
+        """Blocks on the free list."""
         return len(self.free_list)
 
     @property

@@ -109,6 +109,7 @@ class Course:
 
     @property
     def ids(self) -> list[str]:
+        """The student ids on the roster, in its order ([] without a roster)."""
         return [s.id for s in self.roster]
 
     def student_of(self, submission: str) -> str:
@@ -126,6 +127,7 @@ class Course:
         return max(hits, key=len) if hits else stem
 
     def on_roster(self, student: str) -> bool:
+        """True if ``student`` is on the roster (every student is, without one)."""
         return not self.roster or student in self.ids
 
     def inputs(self, student: str, ex: Exercise) -> dict:

@@ -79,10 +79,12 @@ class KVPool:
         self.count = [0] * self.unit   # decoding sequences by block-boundary phase
 
     def units(self, tokens):
+        """Units (tokens, or whole blocks when paged) that ``tokens`` tokens occupy, rounded up."""
         return -(-tokens // self.unit)
 
     @property
     def allocated_tokens(self):
+        """Memory held, in tokens (whole blocks when paged)."""
         return self.alloc * self.unit
 
     def shared_tokens(self, prefix_len):
@@ -182,6 +184,7 @@ class KVPool:
         return k
 
     def leave_decode(self, k):
+        """A decoding sequence whose block-boundary phase is ``k`` stops growing."""
         self.count[k] -= 1
 
     def reserve_growth(self, step):
@@ -190,6 +193,7 @@ class KVPool:
         return self.alloc + self.pending <= self.cap
 
     def end_step(self, n_decoded):
+        """Commit the step's growth: the blocks reserved for it and ``n_decoded`` new tokens."""
         self.alloc += self.pending
         self.pending = 0
         self.used_tokens += n_decoded

@@ -142,14 +142,17 @@ class SimResult:
 
     @property
     def n_requests(self) -> int:
+        """Requests in the run, whatever became of them."""
         return len(self.status)
 
     @property
     def n_completed(self) -> int:
+        """Requests that completed."""
         return int(np.sum(self.status == "completed"))
 
     @property
     def n_rejected(self) -> int:
+        """Requests rejected on arrival because they could never fit."""
         return len(self.rejections)
 
     @property
@@ -165,6 +168,7 @@ class SimResult:
 
     @property
     def completed_output_tokens(self) -> int:
+        """Output tokens of the requests that completed."""
         return int(self.output_len[self._mask(None)].sum())
 
     @property

@@ -80,6 +80,7 @@ class PoolSpec:
 
     @property
     def n_gpus(self) -> int:
+        """GPUs of the pool: instances x TP degree."""
         return self.n_instances * self.tp_degree
 
 
@@ -172,6 +173,7 @@ class PoolUsage:
 
     @property
     def n_gpus(self) -> int:
+        """GPUs of the pool: instances x TP degree."""
         return self.n_instances * self.tp_degree
 
 

@@ -152,11 +152,13 @@ class Scheduler:
 
     # -- state changes -------------------------------------------------------------------
     def own_now(self, i):
+        """KV tokens request i holds now that are its own (a shared prefix's blocks excluded)."""
         st = self.st[i]
         g = self.base[i] + self.s if st == DECODE else self.g[i] + (st == PREFILL)
         return self.prompt[i] + g - self.shared[i]
 
     def stop_decode(self, i):
+        """Request i leaves the decoding set; its generated count is fixed at this step's."""
         self.g[i] = self.base[i] + self.s
         self.pool.leave_decode(self.key[i])
         self.n_dec -= 1
@@ -201,11 +203,13 @@ class Scheduler:
             self.retire(i, self.t)
 
     def retire(self, i, t):
+        """Request i completes at time ``t``: its memory and slot are freed."""
         self.release(i)
         self.st[i] = DONE
         self.done_t[i] = t
 
     def retire_held(self):
+        """Retire every finished request still holding its slot."""
         for i in self.held:
             self.retire(i, self.last_t[i])
         self.held.clear()

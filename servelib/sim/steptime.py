@@ -142,6 +142,7 @@ class StepTimeModel:
 
     @property
     def coefficients(self) -> tuple:
+        """The model's coefficients in the order of :data:`STEP_TERMS`."""
         return tuple(getattr(self, name) for name in STEP_TERMS)
 
     def of_step(self, step) -> float:
