@@ -680,6 +680,15 @@ glue("live_held_median", f"{np.median(errors):.0%}")
 # model: other work on the machine, which makes some steps slower than the warm-up's average
 # (the tails, TTFT p99 above all, suffer first), and the machine's speed drifting between
 # the warm-up and the run, which a quiet machine, or a model refitted to the run, removes.
+# A third cause hid in the library, and this chapter's engine met it. On a CPU, PyTorch
+# runs bf16 matrix products through oneDNN, which builds a kernel the first time it meets a
+# shape (about half a millisecond each); a step's shapes follow its token count and its
+# longest context, which change almost every step. Untreated, steps with shapes the
+# warm-up had met were fast and the rest paid for new kernels, and the chat replays ran
+# about half as fast as the model predicted. The engine now pads each step's rows and keys
+# up to a few fixed sizes and builds every kernel in the warm-up. GPU engines do the same
+# for the same reason: vLLM pads each decode step to one of a few batch sizes for which it
+# captured a CUDA graph.
 # Near capacity every error is magnified: at 90% load a stretch of steps a tenth slower than
 # the model puts the replica at capacity for that stretch, a queue builds, and the waiting
 # it causes is far more than a tenth. Predicting latency close to the knee needs a step

@@ -249,3 +249,26 @@ def test_step_overhead_times_both_sides(fp32):
     o = step_overhead(fp32, 2, 24, rounds=1, steps=4)
     assert (o.batch, o.context_len) == (2, 24) and o.bare_s > 0 and o.engine_s > 0
     assert o.ratio == pytest.approx(o.engine_s / o.bare_s)
+
+
+def test_cpu_padding_buckets():
+    # Hand-computed buckets, and the property that makes them worth having: every count is
+    # covered by a bucket at most one step above it, and a chapter-sized workload meets few
+    # enough shapes for oneDNN's 1,024-kernel cache.
+    from servelib.engine.model import padded_keys, padded_rows
+    assert [padded_rows(n) for n in (1, 8, 9, 16, 64, 65, 97)] == [1, 8, 16, 16, 64, 96, 128]
+    assert [padded_keys(n) for n in (1, 129, 256, 257, 513)] == [32, 160, 256, 320, 640]
+    for n in range(1, 2000):
+        assert 0 <= padded_rows(n) - n < (1 if n <= 8 else 8 if n <= 64 else 32)
+        assert 0 <= padded_keys(n) - n < (32 if n <= 256 else 64 if n <= 512 else 128)
+    rows = {padded_rows(n) for n in range(1, 1065)}
+    keys = {padded_keys(n) for n in range(1, 577)}
+    batches = {padded_rows(n) for n in range(1, 41)}
+    assert len(rows) == 8 + 7 + 32 and len(keys) == 13 and len(batches) == 12
+    assert 5 * len(rows) + 2 * len(keys) * len(batches) < 1024
+
+
+def test_warm_shapes_counts_every_product(fp32):
+    from servelib.engine.model import warm_shapes
+    # rows 1..20 -> 1..8, 16, 24 (10 counts) x 5 products; keys 1..40 -> 32, 64; batches 1..3
+    assert warm_shapes(fp32.model, max_rows=20, max_batch=3, max_context=40) == 10 * 5 + 2 * 3 * 2

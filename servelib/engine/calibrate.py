@@ -22,6 +22,7 @@ import numpy as np
 from .. import _check
 from ..sim import Request, StepTimeModel, fit_step_time, simulate
 from .engine import Engine
+from .model import warm_shapes
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,9 @@ class Calibration:
 def warmup_runs(max_batch: int, max_context: int, max_chunk: int) -> list:
     """The warm-up workload: ``(requests, run_kwargs)`` pairs for :meth:`Engine.run`.
 
-    1. a decode ramp: ``max_batch`` short prompts queued at once, outputs spread evenly up to
-       half of ``max_context``, so the batch shrinks from ``max_batch`` to 1 while contexts grow;
+    1. a decode ramp: ``max_batch`` short prompts queued at once, outputs spread evenly from a
+       quarter of ``max_context`` to all of it, so the batch stays full while contexts grow,
+       then shrinks to 1 (a full batch of long contexts is what static batching runs);
     2. a steady stream: ``max_batch`` requests with prompts of 16 tokens up to ``max_chunk``
        and outputs up to a quarter of ``max_context``, through half as many slots, so that
        prompts are admitted beside running decodes as slots free up (continuous batching's
@@ -63,7 +65,7 @@ def warmup_runs(max_batch: int, max_context: int, max_chunk: int) -> list:
        decoding batch: chunks that start deep in a prompt, mixed with decode rows.
     """
     half = max(max_context // 2, 2)
-    ramp = [Request(0.0, 16, int(o)) for o in np.linspace(2, half, max_batch)]
+    ramp = [Request(0.0, 16, int(o)) for o in np.linspace(max(max_context // 4, 2), max(max_context - 16, 2), max_batch)]
     n = max(max_batch, 2)
     rng = np.random.default_rng(0)
     prompts = rng.permutation(np.geomspace(16, max(max_chunk, 16), n).astype(int))
@@ -84,14 +86,16 @@ def calibrate(engine: Engine, *, max_batch: int, max_context: int, max_chunk: in
     """Run :func:`warmup_runs` on ``engine`` and fit a step-time model to every step measured.
 
     ``max_batch``, ``max_context`` (tokens) and ``max_chunk`` (prefill tokens in one step)
-    should cover the workload to be predicted. A short untimed run first absorbs one-off
-    costs (allocation, kernel selection). The fit weighs each step by the inverse of its time
+    should cover the workload to be predicted. First, untimed: every matrix-product shape the
+    workload's steps meet (:func:`~servelib.engine.model.warm_shapes`),
+    and a short run, to absorb the other one-off costs (allocation, kernel selection). The fit weighs each step by the inverse of its time
     (:func:`servelib.sim.fit_step_time`). ``progress``, if given, receives a line of text per
     run. ``clock``: as in :meth:`Engine.run`. Raises ValueError for bad sizes.
     """
     runs = warmup_runs(_check.positive_int("max_batch", max_batch), _check.positive_int("max_context", max_context),
                        _check.positive_int("max_chunk", max_chunk))
     t0 = time.perf_counter()
+    warm_shapes(engine.model, max_rows=max_chunk + max_batch, max_batch=max_batch, max_context=max_context)
     engine.run([Request(0.0, 16, 8)] * 4, max_batch=4, block_size=block_size)
     steps, secs = [], []
     for k, (reqs, kw) in enumerate(runs):
