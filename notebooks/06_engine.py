@@ -584,29 +584,30 @@ print(table(rows, ["load", "rate/s", "TTFT p99 (ms)", "TPOT p99 (ms)", "goodput/
 rates = [load * cap_rps for load in loads]
 fig, ax = plots.new_axes("arrival rate (requests/s)", "p99 (ms)",
                          "measured load sweep: latency", logy=True)
+# the simulation as a wide pale band underneath: a measurement on top of it shows
+ax.plot(rates, [sweep[x][3].percentile("ttft_s", 99) * 1e3 for x in loads], lw=8,
+        alpha=0.3, color="C0", label="TTFT p99, simulated")
 for metric, name in (("ttft_s", "TTFT p99"), ("tpot_s", "TPOT p99")):
     p99_ms = [sweep[x][2].percentile(metric, 99) * 1e3 for x in loads]
     ax.plot(rates, p99_ms, marker="o", label=name)
-ax.plot(rates, [sweep[x][3].percentile("ttft_s", 99) * 1e3 for x in loads], ls=":",
-        color="C0", label="TTFT p99, simulated")
 ax.axvline(cap_rps, color="grey", lw=0.8, ls="--", label="capacity")
 plots.legend(fig)
 
 # %%
 fig, ax = plots.new_axes("arrival rate (requests/s)", "requests/s within both SLOs",
                          "measured load sweep: goodput")
+ax.plot(rates, [sweep[x][3].goodput_rps(**slo) for x in loads], lw=8, alpha=0.3,
+        color="C0", label="goodput, simulated")
 ax.plot(rates, [sweep[x][2].goodput_rps(**slo) for x in loads], marker="o",
-        label="goodput, measured")
-ax.plot(rates, [sweep[x][3].goodput_rps(**slo) for x in loads], ls=":",
-        label="goodput, simulated")
+        color="C0", label="goodput, measured")
 ax.plot(rates, rates, color="grey", lw=0.8, ls="--", label="arrival rate")
 plots.legend(fig)
 
 # %% [markdown]
-# *Figures: p99 TTFT and TPOT against the arrival rate, then goodput, measured (points) and
-# simulated with the fitted step times (dotted). TPOT rises with the load all along; TTFT
-# stays near a prefill's worth until the rate nears capacity, then climbs; goodput follows
-# the arrival rate, then falls away from it.*
+# *Figures: p99 TTFT and TPOT against the arrival rate, then goodput, measured (points)
+# and simulated with the fitted step times (the wide pale band). TPOT rises with the load
+# all along; TTFT stays near a prefill's worth until the rate nears capacity, then climbs;
+# goodput follows the arrival rate, then falls away from it.*
 #
 # Below capacity a request rarely finds the batch full: it waits less than a step, and its
 # TTFT is its own prefill. Each step carries more rows as the load grows, so each step, and

@@ -336,19 +336,20 @@ glue("live_x_pred", "none" if predicted_x is None else f"batch {predicted_x}")
 fig, ax = plots.new_axes("batch size", "speed-up over plain decoding (x)",
                          f"toy decoders on {DEVICE.kind}", logx=True)
 bs = [p.batch for p in sweep.points]
-ax.plot(bs, [p.speedup for p in sweep.points], "o-",
-        label="measured (acceptance simulated)")
-ax.plot(bs, [p.predicted_speedup for p in sweep.points], "--",
+# the prediction as a wide pale band underneath: a measurement on top of it shows
+ax.plot(bs, [p.predicted_speedup for p in sweep.points], lw=8, alpha=0.3, color="C1",
         label="roofline on measured ceilings")
+ax.plot(bs, [p.speedup for p in sweep.points], "o-", color="C0",
+        label="measured (acceptance simulated)")
 ax.axhline(1, color="grey", lw=0.8)
 plots.legend(fig)
 
 # %% [markdown]
-# *Figure: measured and predicted speed-up of speculative decoding on this machine. Notice
-# where each curve crosses 1. The crossover scales with the ridge point, measured here at
-# {glue:text}`live_ridge` FLOP per byte: a CPU's is around ten, so the gain ends after a
-# few sequences; a datacentre GPU's is in the hundreds, so it lasts to a batch of a
-# hundred or more.*
+# *Figure: measured (points) and predicted (the pale band) speed-up of speculative
+# decoding on this machine. Notice where each curve crosses 1. The crossover scales with
+# the ridge point, measured here at {glue:text}`live_ridge` FLOP per byte: a CPU's is
+# around ten, so the gain ends after a few sequences; a datacentre GPU's is in the
+# hundreds, so it lasts to a batch of a hundred or more.*
 #
 # On the machine that ran this page speculation gave {glue:text}`live_b1`x at batch 1
 # (predicted {glue:text}`live_b1_pred`x), and the gain ended at {glue:text}`live_x`

@@ -208,16 +208,18 @@ print(table(rows, ["tokens", "measured ms", "max bound ms", "sum bound ms"],
             ["d", ".2f", ".2f", ".2f"]))
 fig, ax = plots.new_axes("token rows in the product", "time (ms)",
                          "one linear layer, measured here", logx=True, logy=True)
-ax.plot(counts, [pt.step_s * 1e3 for pt in sweep], "o-", label="measured (median)")
-ax.plot(counts, [pt.predicted_step_s * 1e3 for pt in sweep], "--",
-        label="roofline, max(compute, memory)")
-ax.plot(counts, [pt.predicted_serial_s * 1e3 for pt in sweep], ":",
-        label="compute + memory")
+# the bounds as wide pale bands underneath: a measurement on top of them shows
+ax.plot(counts, [pt.predicted_step_s * 1e3 for pt in sweep], lw=9, alpha=0.3,
+        color="C1", label="roofline, max(compute, memory)")
+ax.plot(counts, [pt.predicted_serial_s * 1e3 for pt in sweep], lw=5, alpha=0.3,
+        color="C2", label="compute + memory")
+ax.plot(counts, [pt.step_s * 1e3 for pt in sweep], "o-", color="C0",
+        label="measured (median)")
 plots.legend(fig, ncols=1)
 
 # %% [markdown]
 # *Figure: the time of one weight-bound product against the tokens in it, measured here
-# (a busy, shared machine gives noisy figures; the device, dtype and library versions are
+# (points; the two bounds are the pale bands; a busy, shared machine gives noisy figures; the device, dtype and library versions are
 # printed above). Notice the flat start, where extra tokens ride on the weight read, and
 # the rise once arithmetic dominates. The two bounds use ceilings measured with large,
 # well-shaped operations: measured points between them show how much of the arithmetic
