@@ -217,6 +217,45 @@ def test_bad_run_arguments_name_themselves(fp32, kwargs, name):
         fp32.run([Request(0, 4, 2)], **{"max_batch": 2, **kwargs})
 
 
+def test_a_failed_run_leaves_nothing_behind(fp32):
+    # A run that fails mid-way (here its clock, after a step has taken blocks) must not
+    # leave those blocks held in the pool the next run of the same shape reuses.
+    reqs, kw = mixed_requests(6), dict(max_batch=2, kv_capacity_tokens=256, block_size=16)
+    readings = iter(range(3))
+
+    def clock():
+        return float(next(readings))      # StopIteration at the 4th reading, mid-run
+
+    with pytest.raises(StopIteration):
+        fp32.run(reqs, clock=clock, **kw)
+    assert fp32.cache(256, 16).n_used > 0       # what the failure left ...
+    again = fp32.run(reqs, **kw)                # ... the next run starts without
+    fresh = Engine("tiny", device="cpu", dtype="fp32").run(reqs, **kw)
+    assert again.tokens == fresh.tokens and again.result.n_completed == len(reqs)
+
+
+@pytest.mark.parametrize("clock, exc, match", [
+    (lambda: "t", TypeError, "clock must return seconds as a number"),
+    (lambda: float("nan"), ValueError, "clock must return a finite"),
+    (lambda: None, TypeError, "clock"),
+    (iter([5.0, 4.0, 3.0, 2.0, 1.0]).__next__, ValueError, "clock went back"),
+    ("perf_counter", TypeError, "clock must be a function"),
+])
+def test_bad_clocks_name_the_clock(fp32, clock, exc, match):
+    with pytest.raises(exc, match=match):
+        fp32.run([Request(0, 4, 2)], max_batch=2, clock=clock)
+
+
+def test_engine_takes_a_device_name_and_checks_its_arguments():
+    e = Engine("tiny", device="cpu", seed=3)
+    assert e.device.kind == "cpu" and e.seed == 3
+    for kwargs, exc, name in [(dict(device=3), TypeError, "device"), (dict(device="tpu"), ValueError, "device"),
+                              (dict(seed=1.5), TypeError, "seed"), (dict(seed=-1), ValueError, "seed"),
+                              (dict(seed=True), TypeError, "seed")]:
+        with pytest.raises(exc, match=name):
+            Engine("tiny", **kwargs)
+
+
 def test_engine_spec_sizes():
     assert engine_spec("cpu", "small").n_params < engine_spec("cuda", "small").n_params
     with pytest.raises(ValueError, match="size"):
@@ -237,12 +276,24 @@ def test_cli_writes_measured_and_predicted(tmp_path, capsys):
     assert "measured" in capsys.readouterr().out
 
 
-def test_cli_usage_errors(tmp_path):
+@pytest.mark.parametrize("args, flag", [
+    (["--workload", "uneven", "--rate", "3"], "--rate"),
+    (["--workload", "poisson", "--rate", "-1"], "--rate"),
+    (["--workload", "poisson", "--rate", "inf"], "--rate"),
+    (["--workload", "poisson", "--rate", "nan"], "--rate"),
+    (["--workload", "poisson", "--rate", "1e-320"], "--rate"),
+    (["--max-batched-tokens", "0"], "--max-batched-tokens"),
+    (["--max-batched-tokens", "39"], "--max-batched-tokens"),     # below uneven's 40 slots
+    (["--block-size", "100000000"], "--block-size"),
+    (["--slo-ttft", "inf"], "--slo-ttft"),
+    (["--slo-tpot", "0"], "--slo-tpot"),
+])
+def test_cli_usage_errors_exit_2_with_one_line(tmp_path, capsys, args, flag):
     with pytest.raises(SystemExit) as e:
-        main(["--workload", "uneven", "--rate", "3", "--out", str(tmp_path / "r.json")])
+        main([*args, "--size", "tiny", "--out", str(tmp_path / "r.json")])
     assert e.value.code == 2
-    with pytest.raises(SystemExit):
-        main(["--workload", "poisson", "--rate", "-1", "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and flag in err.splitlines()[-1] and "Traceback" not in err
 
 
 def test_step_overhead_times_both_sides(fp32):
@@ -258,6 +309,7 @@ def test_cpu_padding_buckets():
     from servelib.engine.model import padded_keys, padded_rows
     assert [padded_rows(n) for n in (1, 8, 9, 16, 64, 65, 97)] == [1, 8, 16, 16, 64, 96, 128]
     assert [padded_keys(n) for n in (1, 129, 256, 257, 513)] == [32, 160, 256, 320, 640]
+    assert padded_rows(0) == 0       # a step that wants no logits runs the output layer over no rows
     for n in range(1, 2000):
         assert 0 <= padded_rows(n) - n < (1 if n <= 8 else 8 if n <= 64 else 32)
         assert 0 <= padded_keys(n) - n < (32 if n <= 256 else 64 if n <= 512 else 128)
@@ -272,3 +324,23 @@ def test_warm_shapes_counts_every_product(fp32):
     from servelib.engine.model import warm_shapes
     # rows 1..20 -> 1..8, 16, 24 (10 counts) x 5 products; keys 1..40 -> 32, 64; batches 1..3
     assert warm_shapes(fp32.model, max_rows=20, max_batch=3, max_context=40) == 10 * 5 + 2 * 3 * 2
+    assert warm_shapes(fp32.model, max_rows=20.0, max_batch=3, max_context=40) == 62    # a whole float is fine
+
+
+@pytest.mark.parametrize("name, call, exc", [
+    ("rows", lambda m, toy: m.padded_rows(-5), ValueError),
+    ("rows", lambda m, toy: m.padded_rows(2.5), TypeError),
+    ("rows", lambda m, toy: m.padded_rows(float("nan")), TypeError),
+    ("rows", lambda m, toy: m.padded_rows(True), TypeError),
+    ("keys", lambda m, toy: m.padded_keys(-5), ValueError),
+    ("keys", lambda m, toy: m.padded_keys(float("inf")), TypeError),
+    ("max_rows", lambda m, toy: m.warm_shapes(toy, max_rows=-3, max_batch=1, max_context=1), ValueError),
+    ("max_rows", lambda m, toy: m.warm_shapes(toy, max_rows=2.5, max_batch=1, max_context=1), TypeError),
+    ("max_batch", lambda m, toy: m.warm_shapes(toy, max_rows=2, max_batch=-1, max_context=1), ValueError),
+    ("max_context", lambda m, toy: m.warm_shapes(toy, max_rows=2, max_batch=1, max_context=0), ValueError),
+    ("model", lambda m, toy: m.warm_shapes("x", max_rows=2, max_batch=1, max_context=1), TypeError),
+])
+def test_padding_and_warm_up_check_their_arguments(fp32, name, call, exc):
+    from servelib.engine import model
+    with pytest.raises(exc, match=f"^{name} must be"):
+        call(model, fp32.model)

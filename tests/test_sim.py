@@ -204,10 +204,50 @@ def test_bad_simulate_arguments_name_themselves(kwargs, name):
     (dict(arrival_s=0, prompt_len=1, output_len=1, tier="gold"), "tier"),
     (dict(arrival_s=0, prompt_len=8, output_len=1, prefix_len=4), "prefix_id"),
     (dict(arrival_s=0, prompt_len=8, output_len=1, prefix_id="a", prefix_len=9), "prefix_len"),
+    (dict(arrival_s=0, prompt_len=8, output_len=1, prefix_id=["x"], prefix_len=4), "prefix_id"),
+    (dict(arrival_s=0, prompt_len=8, output_len=1, prefix_id=1.0, prefix_len=4), "prefix_id"),
+    (dict(arrival_s=0, prompt_len=8, output_len=1, prefix_id=True, prefix_len=4), "prefix_id"),
+    (dict(arrival_s=0, prompt_len=1, output_len=10**12), "output_len"),
+    (dict(arrival_s=0, prompt_len=10**7 + 1, output_len=1), "prompt_len"),
+    (dict(arrival_s=0, prompt_len=1, output_len=1, max_output_len=10**7 + 1), "max_output_len"),
 ])
 def test_bad_requests_name_the_field(kwargs, name):
     with pytest.raises((ValueError, TypeError), match=name):
         Request(**kwargs)
+
+
+def test_lengths_up_to_the_bound_and_int_prefix_ids_are_accepted():
+    assert Request(0, 10**7, 10**7).final_len == 2 * 10**7
+    # An int prefix id groups requests exactly as a str one does.
+    by_int = simulate([Request(0, 40, 1, prefix_id=7, prefix_len=32) for _ in range(4)], max_batch=4,
+                      step_time_s=1.0, kv_capacity_tokens=1000, block_size=16)
+    by_str = simulate([Request(0, 40, 1, prefix_id="7", prefix_len=32) for _ in range(4)], max_batch=4,
+                      step_time_s=1.0, kv_capacity_tokens=1000, block_size=16)
+    assert by_int.kv_peak_tokens == by_str.kv_peak_tokens == 2 * 16 + 4 * 16
+
+
+@pytest.mark.parametrize("arrival_s, step_s", [
+    (1e15, 1e-9),                   # 1e15 + 1e-9 == 1e15: the clock would never move
+    (2.0**43 - 8 * 2**-10, 2**-10),  # exact until t crosses 2**43, inside a run of decode steps
+])
+def test_a_clock_that_cannot_count_the_step_is_an_error(arrival_s, step_s):
+    with pytest.raises(ValueError, match="arrival_s.*step_time_s"):
+        simulate([Request(arrival_s, 1, 100)], max_batch=4, step_time_s=step_s)
+    # Just inside float64's reach the figures are exact: 100 steps of 2**-10 s.
+    r = simulate([Request(2.0**42 - 8 * 2**-10, 1, 100)], max_batch=4, step_time_s=2**-10)
+    assert r.makespan_s == 100 * 2**-10 and r.ttft_s[0] == 2**-10
+
+
+def test_make_requests_names_an_argument_that_is_not_flat():
+    with pytest.raises(ValueError, match="prompt_len.*shape \\(1, 2\\)"):
+        workloads.make_requests(0, [[1, 2]], 1)
+    with pytest.raises(ValueError, match="arrival_s"):
+        workloads.make_requests(np.zeros((2, 2)), 1, 1)
+
+
+def test_a_rate_whose_mean_gap_overflows_is_named():
+    with pytest.raises(ValueError, match="rate_per_s"):
+        workloads.poisson_arrivals(3, 1e-320)
 
 
 def test_requests_must_be_requests():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import pathlib
 import sys
@@ -31,7 +32,7 @@ def main(argv=None) -> int:
     Returns the exit status: 0 when written, 2 for a usage error (reported before anything runs).
     """
     from ..measure import pick_device
-    from .workloads import WORKLOADS
+    from .workloads import WORKLOADS, make_workload
 
     ap = argparse.ArgumentParser(
         prog="python -m servelib.engine",
@@ -62,8 +63,8 @@ def main(argv=None) -> int:
         ap.error(f"--out {args.out} is a folder; give a file name such as {os.path.join(args.out, 'run.json')}")
     if args.block_size < 1:
         ap.error("--block-size must be >= 1")
-    if args.rate is not None and not args.rate > 0:
-        ap.error("--rate must be > 0 requests/s")
+    if args.rate is not None and not 0 < args.rate < math.inf:
+        ap.error("--rate must be finite and > 0 requests/s")
     if args.rate is not None and args.workload == "uneven":
         ap.error("--rate applies to the poisson and bursty workloads; uneven is an offline backlog")
     if args.requests is not None and args.requests < 1:
@@ -73,25 +74,34 @@ def main(argv=None) -> int:
     if args.threads is not None and args.threads < 1:
         ap.error("--threads must be >= 1")
     for name in ("slo_ttft", "slo_tpot"):
-        if not getattr(args, name) > 0:
-            ap.error(f"--{name.replace('_', '-')} must be > 0 s")
+        if not 0 < getattr(args, name) < math.inf:
+            ap.error(f"--{name.replace('_', '-')} must be finite and > 0 s")
     try:
         device = pick_device(args.device)
     except RuntimeError as err:
         ap.error(f"--device: {err}")
+    # The workload's own sizes bound the rest: drawn now (cheap), so a misfit is a usage
+    # error before the model is built or the warm-up runs.
+    try:
+        probe, probe_kw = make_workload(args.workload, rate_per_s=args.rate or 1.0, seed=args.seed, n=args.requests)
+    except ValueError as err:     # arrivals that overflow a float at an absurdly low --rate, say
+        ap.error(f"--rate / --requests: {err}")
+    if args.max_batched_tokens is not None and args.max_batched_tokens < probe_kw["max_batch"]:
+        ap.error(f"--max-batched-tokens must be >= {probe_kw['max_batch']}, the workload's batch of sequences "
+                 "(each decodes one token a step)")
+    if args.block_size > probe_kw["kv_capacity_tokens"]:
+        ap.error(f"--block-size must be <= {probe_kw['kv_capacity_tokens']} tokens, the workload's KV pool")
 
     import torch
 
     from .calibrate import calibrate, predict
     from .engine import Engine
-    from .workloads import make_workload
 
     if device.kind == "cpu":
         torch.set_num_threads(args.threads or 1)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     engine = Engine(args.size, device=device, seed=args.seed)
     say(f"engine: {engine}")
-    probe, probe_kw = make_workload(args.workload, rate_per_s=args.rate or 1.0, seed=args.seed, n=args.requests)
     max_ctx = max(r.final_len for r in probe)
     chunk = args.max_batched_tokens or max(r.prompt_len for r in probe)
     cal = calibrate(engine, max_batch=probe_kw["max_batch"], max_context=max_ctx, max_chunk=chunk,

@@ -36,11 +36,16 @@ class PagedKVCache:
         self.spec = spec
         self.kv = torch.zeros((spec.n_layers, 2, self.n_blocks, self.block_size, spec.n_kv_heads, spec.head_dim),
                               dtype=torch_dtype(dtype), device=device)
+        self.clear()
+        shape = (self.n_blocks * self.block_size, spec.n_kv_heads, spec.head_dim)
+        self._layers = [(self.kv[i, 0].view(shape), self.kv[i, 1].view(shape)) for i in range(spec.n_layers)]
+
+    def clear(self) -> None:
+        """Every block free, no prefix shared: the pool as a run starts. (The tensor keeps its
+        values: a step reads only slots its run has written, or masks them.)"""
         self.refs = [0] * self.n_blocks
         self.free_list = list(range(self.n_blocks - 1, -1, -1))   # a stack: pop() takes block 0 first
         self.prefixes = {}        # prefix key -> its shared block ids, while any user holds them
-        shape = (self.n_blocks * self.block_size, spec.n_kv_heads, spec.head_dim)
-        self._layers = [(self.kv[i, 0].view(shape), self.kv[i, 1].view(shape)) for i in range(spec.n_layers)]
 
     @property
     def bytes_per_block(self) -> int:

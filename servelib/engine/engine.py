@@ -24,10 +24,12 @@ accounting says (:class:`servelib.sim.blocks.KVPool`): the two are one cache see
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 import zlib
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 import torch
@@ -78,21 +80,29 @@ class Engine:
     """A serving engine over a random-weight toy decoder on ``device``.
 
     ``size``: the toy model (:func:`~servelib.engine.model.engine_spec`: 'tiny' for tests,
-    'small' for the chapter). ``device``: a :class:`servelib.measure.DeviceInfo` (default:
-    CUDA, else MPS, else CPU); ``dtype``: 'bf16', 'fp16' or 'fp32' (default: the device's).
-    Or pass ``model``, a :class:`servelib.measure.ToyDecoder` (the measurement chapters' own,
-    say), which brings its device and dtype. ``seed`` seeds the weights and the prompts'
-    token ids. Raises ValueError for a bad size or dtype.
+    'small' for the chapter). ``device``: a :class:`servelib.measure.DeviceInfo`, or a name
+    for :func:`servelib.measure.pick_device` ('cuda', 'mps', 'cpu'; default: CUDA, else MPS,
+    else CPU); ``dtype``: 'bf16', 'fp16' or 'fp32' (default: the device's). Or pass
+    ``model``, a :class:`servelib.measure.ToyDecoder` (the measurement chapters' own, say),
+    which brings its device and dtype. ``seed`` (an integer >= 0) seeds the weights and the
+    prompts' token ids. Raises ValueError for a bad size, dtype or device name, ValueError or
+    TypeError for a bad seed, TypeError for a device or model of the wrong type, and
+    RuntimeError for a device this machine lacks.
     """
 
-    def __init__(self, size: str = "small", *, device: DeviceInfo | None = None, dtype: str | None = None,
+    def __init__(self, size: str = "small", *, device: DeviceInfo | str | None = None, dtype: str | None = None,
                  seed: int = 0, model: ToyDecoder | None = None):
+        self.seed = _check.non_negative_int("seed", seed)
         if model is None:
-            device = device or pick_device()
-            model = ToyDecoder(engine_spec(device.kind, size), device, dtype, seed=seed)
+            if isinstance(device, str):
+                device = pick_device(_check.choice("device", device, ("cuda", "mps", "cpu")))
+            elif device is None:
+                device = pick_device()
+            _check.instance("device", device, DeviceInfo, "a DeviceInfo, 'cuda', 'mps', 'cpu' or None")
+            model = ToyDecoder(engine_spec(device.kind, size), device, dtype, seed=self.seed)
         self.model = _check.instance("model", model, ToyDecoder)
         self.device = model.device
-        self.dtype, self.seed = model.dtype, _check.non_negative_int("seed", seed)
+        self.dtype = model.dtype
         self.spec = model.spec
         self._cache = None
 
@@ -148,7 +158,10 @@ class Engine:
         ``clock``: the function read for the time, in seconds (default the wall clock,
         ``time.perf_counter``). ``time.thread_time`` counts only the time this thread ran: on
         a CPU shared with other work, and with one torch thread, it takes that other work out
-        of a measurement (a diagnostic; latency is wall-clock time).
+        of a measurement (a diagnostic; latency is wall-clock time). Every reading must be a
+        finite number of seconds, never earlier than the one before (TypeError/ValueError
+        naming ``clock`` otherwise). Each run starts from an empty pool, so a run that failed
+        leaves nothing behind that changes the next.
         """
         reqs = check_requests(requests)
         if offline:
@@ -179,8 +192,10 @@ class Engine:
                 raise TypeError(f"{name} must be True or False, got {v!r}")
         if not callable(clock):
             raise TypeError(f"clock must be a function returning seconds, such as time.perf_counter, got {clock!r}")
+        read = _checked_clock(clock)
         budget = token_budget(max_batched_tokens, max_batch)
         cache = self.cache(cap, block_size)
+        cache.clear()       # a run starts from an empty pool, whatever an earlier run (or its failure) left
         cap = cache.n_blocks * block_size
         pool = KVPool(cap, block_size, admission, reserve=reserve_max)
         ex = _Executor(self, reqs, cache, static, reserve_max, record_logits)
@@ -195,33 +210,53 @@ class Engine:
             from tqdm import tqdm
             bar = tqdm(total=sum(r.output_len for r in reqs), unit="tok", delay=2, file=sys.stderr,
                        desc=f"engine ({policy})", leave=False)
-        t0 = last = clock()
         steps = []
-        while True:
-            step = sched.next_step()
-            if step is None:
-                if sched.finished:
-                    break
-                if not skip_idle:
-                    time.sleep(max(0.0, sched.next_arrival_s - sched.t))
-                    now = clock()
-                    sched.wait_until(sched.t + (now - last))
-                sched.wait_until(sched.next_arrival_s)
-                last = clock()
-                continue
-            produced = ex.run_step(step)
-            now = clock()
-            sched.end_step(now - last)
-            last = now
-            steps.append(step)
-            ex.check_blocks()
+        try:
+            t0 = last = read()
+            while True:
+                step = sched.next_step()
+                if step is None:
+                    if sched.finished:
+                        break
+                    if not skip_idle:
+                        time.sleep(max(0.0, sched.next_arrival_s - sched.t))
+                        now = read(last)
+                        sched.wait_until(sched.t + (now - last))
+                    sched.wait_until(sched.next_arrival_s)
+                    last = read(last)
+                    continue
+                produced = ex.run_step(step)
+                now = read(last)
+                sched.end_step(now - last)
+                last = now
+                steps.append(step)
+                ex.check_blocks()
+                if bar is not None:
+                    bar.update(produced)
+        finally:
             if bar is not None:
-                bar.update(produced)
-        if bar is not None:
-            bar.close()
-        wall = clock() - t0
+                bar.close()
+        wall = read(t0) - t0
         return EngineRun(result(sched, policy), steps, [s.tokens[r.prompt_len:] for s, r in zip(ex.seqs, reqs)],
                          ex.logits, ex.oom_errors, config, self.device, wall)
+
+
+def _checked_clock(clock):
+    """``clock`` read through checks: each reading a finite number of seconds, never earlier
+    than the reading before (a NaN would make every figure NaN, a step back a negative step)."""
+    def read(since: float = -math.inf) -> float:
+        t = clock()
+        if type(t) is not float:
+            if isinstance(t, bool) or not isinstance(t, Real):
+                raise TypeError(f"clock must return seconds as a number, got {type(t).__name__} {t!r}"[:300])
+            t = float(t)
+        if not math.isfinite(t):
+            raise ValueError(f"clock must return a finite number of seconds, got {t!r}")
+        if t < since:
+            raise ValueError(f"clock went back from {since!r} to {t!r} s: give a monotonic clock, "
+                             "such as time.perf_counter")
+        return t
+    return read
 
 
 class _Executor:

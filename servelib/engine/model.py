@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .. import _check
 from ..measure.toy import ToyDecoder, _rms_norm
 from ..measure.ceilings import torch_dtype
 from ..models import get_model
@@ -51,14 +52,20 @@ _ENGINE_SIZES = {
 
 def padded_rows(rows: int) -> int:
     """Rows the CPU engine's matrix products run for ``rows`` tokens: the count itself up to
-    8, then the next multiple of 8 up to 64, then of 32."""
+    8, then the next multiple of 8 up to 64, then of 32. Raises unless ``rows`` is an
+    integer >= 0 (0: a step that wants no logits runs the output layer over no rows)."""
+    if type(rows) is not int or rows < 0:     # the full check only off the per-layer fast path
+        rows = _check.non_negative_int("rows", rows)
     step = 1 if rows <= 8 else 8 if rows <= 64 else 32
     return -(-rows // step) * step
 
 
 def padded_keys(keys: int) -> int:
     """Keys the CPU engine's decode attention reads for a longest context of ``keys``: the
-    next multiple of 32 up to 256, of 64 up to 512, then of 128 (extra keys are masked)."""
+    next multiple of 32 up to 256, of 64 up to 512, then of 128 (extra keys are masked).
+    Raises unless ``keys`` is an integer >= 1."""
+    if type(keys) is not int or keys < 1:
+        keys = _check.positive_int("keys", keys)
     step = 32 if keys <= 256 else 64 if keys <= 512 else 128
     return -(-keys // step) * step
 
@@ -68,7 +75,13 @@ def warm_shapes(model: ToyDecoder, *, max_rows: int, max_batch: int, max_context
     """Run every matrix product of ``model`` once at each shape the CPU engine meets in steps
     of up to ``max_rows`` tokens, ``max_batch`` decode rows and ``max_context`` keys
     (:func:`padded_rows`, :func:`padded_keys`), so that no later step pays for building a
-    kernel. Does nothing off a CPU. Returns the number of shapes warmed."""
+    kernel. Does nothing off a CPU. Returns the number of shapes warmed. Raises TypeError
+    unless ``model`` is a :class:`ToyDecoder`, ValueError/TypeError unless each size is an
+    integer >= 1."""
+    _check.instance("model", model, ToyDecoder)
+    max_rows = _check.positive_int("max_rows", max_rows)
+    max_batch = _check.positive_int("max_batch", max_batch)
+    max_context = _check.positive_int("max_context", max_context)
     if model.device.kind != "cpu":
         return 0
     s, dt = model.spec, torch_dtype(model.dtype)

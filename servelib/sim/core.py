@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
 
@@ -23,6 +24,11 @@ POLICIES = ("continuous", "static")
 ADMISSIONS = ("final", "prompt")
 PREEMPTIONS = (None, "recompute", "swap")
 
+#: Most tokens a request's prompt, or its output cap, may hold. Far beyond any model's
+#: context window, yet a bound that keeps a run finite: the simulator spends about 180 bytes
+#: and 3 microseconds per decode step, so one 10**7-token output costs ~2 GB and ~30 s.
+MAX_TOKENS = 10**7
+
 
 @dataclass(frozen=True)
 class Request:
@@ -31,9 +37,10 @@ class Request:
     ``arrival_s``: arrival time in seconds (>= 0). ``prompt_len``: prompt tokens (>= 1).
     ``output_len``: tokens the model will actually generate (>= 1; unknown to the scheduler).
     ``max_output_len``: the cap the client asked for, which the scheduler does know
-    (default ``output_len``; must be >= ``output_len``). ``tier``: ``"interactive"`` or
-    ``"batch"`` (reported separately; the scheduler treats both first come, first served).
-    ``prefix_id`` / ``prefix_len``: requests with the same ``prefix_id`` share their first
+    (default ``output_len``; must be >= ``output_len``). Lengths are at most
+    :data:`MAX_TOKENS` (10**7). ``tier``: ``"interactive"`` or ``"batch"`` (reported
+    separately; the scheduler treats both first come, first served). ``prefix_id`` /
+    ``prefix_len``: requests with the same ``prefix_id`` (a str or an int) share their first
     ``prefix_len`` prompt tokens (a system prompt); a paged cache stores the full blocks of
     that prefix once, reference-counted. Raises ValueError/TypeError naming the field.
     """
@@ -43,21 +50,26 @@ class Request:
     output_len: int
     max_output_len: int | None = None
     tier: str = "interactive"
-    prefix_id: str | None = None
+    prefix_id: str | int | None = None
     prefix_len: int = 0
 
     def __post_init__(self):
         set_ = object.__setattr__
         set_(self, "arrival_s", _check.non_negative("arrival_s", self.arrival_s))
-        set_(self, "prompt_len", _check.positive_int("prompt_len", self.prompt_len))
-        set_(self, "output_len", _check.positive_int("output_len", self.output_len))
-        cap = self.output_len if self.max_output_len is None else \
-            _check.positive_int("max_output_len", self.max_output_len)
+        set_(self, "prompt_len", _tokens("prompt_len", self.prompt_len))
+        set_(self, "output_len", _tokens("output_len", self.output_len))
+        cap = self.output_len if self.max_output_len is None else _tokens("max_output_len", self.max_output_len)
         if cap < self.output_len:
             raise ValueError(f"max_output_len ({cap}) must be >= output_len ({self.output_len}): "
                              "the model stops at the cap")
         set_(self, "max_output_len", cap)
         _check.choice("tier", self.tier, TIERS)
+        # The scheduler and the engine's cache look prefixes up by id: it must be hashable,
+        # and equal ids must mean the same prefix (so no floats, where 1 == 1.0 == True).
+        if self.prefix_id is not None and (isinstance(self.prefix_id, bool)
+                                           or not isinstance(self.prefix_id, (str, Integral))):
+            raise TypeError(f"prefix_id must be a str, an int or None, got {type(self.prefix_id).__name__} "
+                            f"{self.prefix_id!r}"[:300])
         set_(self, "prefix_len", _check.non_negative_int("prefix_len", self.prefix_len))
         if self.prefix_len > self.prompt_len:
             raise ValueError(f"prefix_len ({self.prefix_len}) must be <= prompt_len ({self.prompt_len})")
@@ -68,6 +80,13 @@ class Request:
     def final_len(self) -> int:
         """The most KV tokens this request can ever hold: ``prompt_len + max_output_len``."""
         return self.prompt_len + self.max_output_len
+
+
+def _tokens(name, value) -> int:
+    v = _check.positive_int(name, value)
+    if v > MAX_TOKENS:
+        raise ValueError(f"{name} must be an integer in [1, {MAX_TOKENS:,}] tokens, got {value!r}")
+    return v
 
 
 @dataclass(frozen=True)
@@ -299,7 +318,8 @@ def simulate(requests, *, policy: str = "continuous", max_batch: int, kv_capacit
 
     Raises ValueError/TypeError naming the argument for bad input, and ValueError for
     combinations that have no meaning (preemption with final admission, which never runs out
-    of memory; preemption or chunked prefill with static batching).
+    of memory; preemption or chunked prefill with static batching), and when the clock cannot
+    count a step in float64 (an ``arrival_s`` some 10**10 steps from 0).
     """
     reqs = check_requests(requests)
     _check.choice("policy", policy, POLICIES)

@@ -42,6 +42,22 @@ STATUS_NAMES = ("future", "waiting", "prefill", "decode", "held", "completed", "
                 "oom_killed", "starved")
 
 
+# A float64 clock far from 0 cannot count a short step: 1e15 + 1e-9 == 1e15, and at 2**34 s
+# a 1 ms step moves it 0.05% too little. A step that moves the clock by other than its
+# duration (to one part in a million) would make every later time a quiet wrong number,
+# so it is an error instead. (Rounding is at most 1.1e-16 of t: below t / step = 9e9 it
+# never trips; that is 3 years of 10 ms steps.)
+_CLOCK_RTOL = 1e-6
+
+
+def _check_clock(before: float, after: float, dt: float) -> None:
+    if abs((after - before) - dt) > _CLOCK_RTOL * dt:
+        raise ValueError(
+            f"the clock at t = {before:g} s cannot count a step of {dt:g} s in float64 (it moved "
+            f"{after - before:g} s): arrival_s is too large for the step time (step_time_s); "
+            "give arrivals in seconds from the start of the run")
+
+
 class Step(NamedTuple):
     """One step the scheduler has planned, before it runs.
 
@@ -422,9 +438,12 @@ class Scheduler:
 
     def end_step(self, dt: float) -> None:
         """The planned step took ``dt`` seconds: advance the clock, record it, and finish or
-        start decoding the requests it completed."""
+        start decoding the requests it completed. Raises ValueError if the clock, in float64,
+        cannot move by ``dt`` (an arrival_s far too large for the step time)."""
         pool, step = self.pool, self.step
-        self.t += dt
+        t = self.t + dt
+        _check_clock(self.t, t, dt)
+        self.t = t
         self.s += 1
         n_decoded = self.n_dec
         pool.end_step(n_decoded)
@@ -487,6 +506,7 @@ class Scheduler:
         k = len(ends)
         if not k:
             return
+        _check_clock(ends[-2] if k > 1 else self.t, t, dt)     # the last step rounds the most
         used0 = pool.used_tokens
         pool.used_tokens += n_dec * k
         pool.peak_used = max(pool.peak_used, pool.used_tokens)

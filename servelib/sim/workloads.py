@@ -5,6 +5,8 @@ the same requests. Lengths are whole tokens, at least 1.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _check
@@ -45,7 +47,10 @@ def output_lengths(n: int, mean: float, cv: float = 1.0, *, seed: int = 0, max_l
 def poisson_arrivals(n: int, rate_per_s: float, *, seed: int = 0, start_s: float = 0.0):
     """``n`` arrival times (s, sorted) of a Poisson process of ``rate_per_s`` requests/s."""
     rng = np.random.default_rng(_check.non_negative_int("seed", seed))
-    gaps = rng.exponential(1 / _check.positive("rate_per_s", rate_per_s), _check.positive_int("n", n))
+    mean_gap = 1 / _check.positive("rate_per_s", rate_per_s)
+    if mean_gap == math.inf:      # a subnormal rate: its mean gap overflows a float
+        raise ValueError(f"rate_per_s is too small to draw from: 1 / rate_per_s overflows (got {rate_per_s!r})")
+    gaps = rng.exponential(mean_gap, _check.positive_int("n", n))
     return _check.non_negative("start_s", start_s) + np.cumsum(gaps) - gaps[0]
 
 
@@ -63,11 +68,16 @@ def make_requests(arrival_s, prompt_len, output_len, max_output_len=None, tier="
     """Zip arrays (or scalars, broadcast) into a list of :class:`Request`.
 
     Each value is checked by :class:`Request` as given (``8192.5`` tokens is an error, not
-    8192). Raises ValueError naming the arguments whose shapes do not broadcast together.
+    8192). Raises ValueError naming an argument that is not a scalar or a flat sequence, or
+    the arguments whose shapes do not broadcast together.
     """
     names = ("arrival_s", "prompt_len", "output_len", "max_output_len")
     arrays = [np.asarray(v) for v in (arrival_s, prompt_len, output_len,
                                       output_len if max_output_len is None else max_output_len)]
+    for name, a in zip(names, arrays):
+        if a.ndim > 1:     # one value per request: a nested list has no meaning
+            raise ValueError(f"{name} must be a scalar or a flat sequence (one value per request), "
+                             f"got an array of shape {a.shape}")
     try:
         cols = np.broadcast_arrays(*arrays)
     except ValueError:
