@@ -64,8 +64,8 @@ def warmup_runs(max_batch: int, max_context: int, max_chunk: int) -> list:
     3. long prompts (``max_context``) prefilled in chunks of ``max_chunk`` tokens beside a
        decoding batch: chunks that start deep in a prompt, mixed with decode rows.
     """
-    half = max(max_context // 2, 2)
-    ramp = [Request(0.0, 16, int(o)) for o in np.linspace(max(max_context // 4, 2), max(max_context - 16, 2), max_batch)]
+    ramp_outs = np.linspace(max(max_context // 4, 2), max(max_context - 16, 2), max_batch)
+    ramp = [Request(0.0, 16, int(o)) for o in ramp_outs]
     n = max(max_batch, 2)
     rng = np.random.default_rng(0)
     prompts = rng.permutation(np.geomspace(16, max(max_chunk, 16), n).astype(int))
