@@ -79,6 +79,13 @@ def non_negative_int(name: str, value) -> int:
     return int(value)
 
 
+def boolean(name: str, value) -> bool:
+    """Return ``value``; raise TypeError unless it is a real bool (a string such as "no" is truthy)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}"[:300])
+    return value
+
+
 def choice(name: str, value, allowed) -> str:
     """Return ``value``; raise unless it is one of ``allowed``."""
     if value not in allowed:

@@ -108,6 +108,19 @@ class _Reader:
     def has(self, key) -> bool:
         return self.cfg.get(key) is not None
 
+    def first(self, *keys) -> str:
+        """The first of ``keys`` the config sets (to name it in an error)."""
+        return next(k for k in keys if self.has(k))
+
+    def flag(self, key, default: bool) -> bool:
+        """A boolean key: a JSON ``true``/``false`` only (the string ``"false"`` would read as true)."""
+        if not self.has(key):
+            return default
+        value = self.cfg[key]
+        if not isinstance(value, bool):
+            raise TypeError(f"config {key} must be a JSON true or false, got {type(value).__name__} {value!r:.40}")
+        return value
+
     def count(self, *keys, default=None, zero_ok=False):
         for k in keys:
             if self.has(k):
@@ -130,8 +143,8 @@ def _check_supported(cfg: dict):
 
 
 def _tied(r: _Reader) -> bool:
-    if "tie_word_embeddings" in r.cfg and r.cfg["tie_word_embeddings"] is not None:
-        return bool(r.cfg["tie_word_embeddings"])
+    if r.has("tie_word_embeddings"):
+        return r.flag("tie_word_embeddings", False)
     if r.family in TIED_DEFAULT:
         return TIED_DEFAULT[r.family]
     # No family to ask: count a separate LM head, and say so (transformers' own default is tied).
@@ -152,15 +165,15 @@ def _gated(r: _Reader) -> bool:
 
 def _kv_heads(r: _Reader, n_heads: int) -> int:
     cfg = r.cfg
-    if cfg.get("new_decoder_architecture"):
+    if r.flag("new_decoder_architecture", False):
         # Falcon-40B/180B: grouped KV heads; transformers still writes multi_query: true.
         return r.count("num_kv_heads", "num_key_value_heads", "n_head_kv")
-    if cfg.get("multi_query"):
+    if r.flag("multi_query", False):
         # Falcon-7B, GPT-BigCode: one KV head, whatever num_kv_heads transformers wrote beside it.
         return 1
     if r.has("num_key_value_heads") or r.has("num_kv_heads") or r.has("n_head_kv"):
         return r.count("num_key_value_heads", "num_kv_heads", "n_head_kv")
-    if r.has("multi_query_group_num") and cfg.get("multi_query_attention", True):
+    if r.has("multi_query_group_num") and r.flag("multi_query_attention", True):
         return r.count("multi_query_group_num")           # ChatGLM / GLM-4
     return n_heads
 
@@ -183,9 +196,10 @@ def _attention_kinds(r: _Reader, n_layers: int) -> list[str]:
     if r.has("full_attention_interval"):
         k = r.count("full_attention_interval")
         return ["full" if (i + 1) % k == 0 else "state" for i in range(n_layers)]
-    if cfg.get("sliding_window") is None or cfg.get("use_sliding_window") is False:
+    use_window = r.flag("use_sliding_window", None)
+    if cfg.get("sliding_window") is None or use_window is False:
         return ["full"] * n_layers
-    if cfg.get("use_sliding_window"):
+    if use_window:
         # Qwen2: the window applies from layer max_window_layers on.
         first = r.count("max_window_layers", default=0, zero_ok=True)
         return ["sliding" if i >= first else "full" for i in range(n_layers)]
@@ -205,8 +219,10 @@ def _moe_layers(r: _Reader, n_layers: int, n_experts: int) -> list[bool]:
     freq = r.count("moe_layer_freq", default=1)
     step = r.count("decoder_sparse_step", default=1)
     only = cfg.get("mlp_only_layers") or []
-    if not isinstance(only, list):
-        raise ValueError(f"config mlp_only_layers must be a list of layer indices, got {only!r}")
+    if not isinstance(only, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layers for i in only):
+        raise ValueError(f"config mlp_only_layers must be a list of layer indices in [0, {n_layers}), "
+                         f"got {only!r:.80}")
     return [i >= first and i % freq == 0 and (i + 1) % step == 0 and i not in only for i in range(n_layers)]
 
 
@@ -220,8 +236,14 @@ def parse_hf_config(cfg) -> dict:
     per-head norms are left out (well under 0.1%), and so are multi-token-prediction
     modules (``num_nextn_predict_layers``), which serving loads only for speculative decoding.
 
-    Raises KeyError naming a missing field, ValueError for inconsistent sizes or for a key
-    that is not modelled (:data:`UNSUPPORTED_KEYS`), TypeError for a count of the wrong type.
+    Experts declared with no layer left to hold them (``first_k_dense_replace`` or
+    ``mlp_only_layers`` covering every layer) make a dense model, counted as one.
+
+    Raises KeyError naming a missing field; ValueError for inconsistent sizes (``hidden_size``
+    not a multiple of ``num_attention_heads`` when ``head_dim`` is absent, more experts per
+    token than experts) or for a key that is not modelled (:data:`UNSUPPORTED_KEYS`);
+    TypeError for a count of the wrong type or a boolean key (``tie_word_embeddings``,
+    ``multi_query``, ``use_sliding_window`` ...) that is not a JSON ``true``/``false``.
     """
     cfg = load_config(cfg)
     _check_supported(cfg)
@@ -230,16 +252,26 @@ def parse_hf_config(cfg) -> dict:
     hidden = r.count("hidden_size", "n_embd", "d_model")
     n_heads = r.count("num_attention_heads", "n_head")
     n_kv = _kv_heads(r, n_heads)
+    if not (r.has("head_dim") or r.has("kv_channels")) and hidden % n_heads:
+        # No head size given: it is hidden / heads, which must then be a whole number.
+        raise ValueError(f"config {r.first('hidden_size', 'n_embd', 'd_model')} ({hidden}) must be a multiple "
+                         f"of {r.first('num_attention_heads', 'n_head')} ({n_heads}) when head_dim is absent")
     head_dim = r.count("head_dim", "kv_channels", default=hidden // n_heads)
     intermediate = r.count("intermediate_size", "ffn_hidden_size", default=4 * hidden)
     vocab = r.count("vocab_size", "padded_vocab_size")
     if r.has("padded_vocab_size"):
         vocab = r.count("padded_vocab_size")          # GLM's embedding is the padded size
     # Qwen writes num_experts: 0 for its dense models; any other zero count is an error.
-    n_experts = (1 if cfg.get("num_experts") == 0 and not r.has("num_local_experts")
-                 else r.count("num_local_experts", "num_experts", "n_routed_experts", default=1))
-    per_tok = (r.count("num_experts_per_tok", "num_experts_per_token", "experts_per_token")
-               if n_experts > 1 else 1)
+    experts_off = cfg.get("num_experts") == 0 and not r.has("num_local_experts")
+    n_experts = 1 if experts_off else r.count("num_local_experts", "num_experts", "n_routed_experts", default=1)
+    tok_keys = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token")
+    per_tok = r.count(*tok_keys) if n_experts > 1 else 1
+    if not experts_off and any(r.has(k) for k in tok_keys) and r.count(*tok_keys) > n_experts:
+        keys = ("num_local_experts", "num_experts", "n_routed_experts")
+        experts = (f"{r.first(*keys)} ({n_experts})" if any(r.has(k) for k in keys)
+                   else f"the number of experts (1: none of {', '.join(keys)} is set)")
+        raise ValueError(f"config {r.first(*tok_keys)} ({r.count(*tok_keys)}) must be <= {experts}: "
+                         "a token cannot use more experts than there are")
     gated = _gated(r)
     tied = _tied(r)
     mats = 3 if gated else 2
@@ -247,9 +279,12 @@ def parse_hf_config(cfg) -> dict:
     kinds = _attention_kinds(r, n_layers)
     window = r.count("sliding_window") if "sliding" in kinds else None
     moe = _moe_layers(r, n_layers, n_experts)
+    if not any(moe):
+        # Experts declared but every layer dense (first_k_dense_replace, mlp_only_layers): a dense model.
+        n_experts = per_tok = 1
 
     # Attention parameters and the per-layer cache description, by kind.
-    gate_q = 2 if (r.family == "qwen3_next" or cfg.get("attn_output_gate")) else 1
+    gate_q = 2 if (r.family == "qwen3_next" or r.flag("attn_output_gate", False)) else 1
     gqa_attn = hidden * head_dim * ((1 + gate_q) * n_heads + 2 * n_kv)   # Q (and its gate), O, K, V
     layer_specs, attn_params = [], []
     for kind in kinds:

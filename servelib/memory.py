@@ -32,19 +32,48 @@ def weight_bytes(model, bytes_per_param: float = 2) -> float:
     return _n_params(model) * _check.positive("bytes_per_param", bytes_per_param)
 
 
+def _splits(model: ModelSpec, tp: int) -> bool:
+    # Attention heads split evenly; KV heads split evenly, or are replicated when fewer than tp.
+    return model.n_heads % tp == 0 and (model.n_kv_heads % tp == 0 or tp % model.n_kv_heads == 0)
+
+
+def valid_tp_degrees(model: ModelSpec, max_tp: int | None = None) -> list[int]:
+    """The tensor-parallel degrees ``model`` can be split over, up to ``max_tp`` (default ``n_heads``).
+
+    A degree must divide ``n_heads`` (each device runs whole attention heads), and divide
+    ``n_kv_heads`` or be a multiple of it (fewer KV heads than devices are replicated, one
+    per device). Example: Llama-3-70B (64 heads, 8 KV heads): 1, 2, 4, 8, 16, 32, 64.
+    """
+    _check.instance("model", model, ModelSpec)
+    top = model.n_heads if max_tp is None else _check.positive_int("max_tp", max_tp)
+    return [tp for tp in range(1, min(top, model.n_heads) + 1) if _splits(model, tp)]
+
+
+def check_tp_degree(model: ModelSpec, tp_degree) -> int:
+    """``tp_degree`` as an int, if ``model`` can be split over that many devices; else ValueError.
+
+    The one rule every TP-aware function applies (see :func:`valid_tp_degrees`); the error
+    lists the valid degrees. Raises TypeError for a non-integer degree.
+    """
+    _check.instance("model", model, ModelSpec)
+    tp = _check.positive_int("tp_degree", tp_degree)
+    if not _splits(model, tp):
+        raise ValueError(
+            f"tp_degree ({tp}) must split {model.name}'s {model.n_heads} attention heads evenly, and its "
+            f"{model.n_kv_heads} KV heads evenly or into whole replicas; valid degrees: "
+            f"{', '.join(map(str, valid_tp_degrees(model)))}")
+    return tp
+
+
 def kv_heads_per_device(model: ModelSpec, tp_degree: int = 1) -> int:
     """KV heads each device holds under tensor parallelism of degree ``tp_degree``.
 
     Heads are split evenly; when there are fewer KV heads than devices each device keeps a
     replica of one (so an MQA model's single head is stored on every device).
-    Raises ValueError unless ``tp_degree`` divides ``n_kv_heads`` or is a multiple of it.
+    Raises ValueError for a degree the model cannot be split over (:func:`check_tp_degree`).
     """
-    _check.instance("model", model, ModelSpec)
-    tp = _check.positive_int("tp_degree", tp_degree)
-    h = model.n_kv_heads
-    if h % tp and tp % h:
-        raise ValueError(f"tp_degree ({tp}) must divide n_kv_heads ({h}) or be a multiple of it")
-    return max(1, h // tp)
+    tp = check_tp_degree(model, tp_degree)
+    return max(1, model.n_kv_heads // tp)
 
 
 def kv_bytes_per_token(model: ModelSpec, bytes_per_elem: float = 2, tp_degree: int = 1) -> float:
@@ -65,9 +94,9 @@ def kv_bytes_per_token(model: ModelSpec, bytes_per_elem: float = 2, tp_degree: i
     """
     _check.instance("model", model, ModelSpec)
     b = _check.positive("bytes_per_elem", bytes_per_elem)
+    tp = check_tp_degree(model, tp_degree)
     if not model.layers:
-        return 2 * model.n_layers * kv_heads_per_device(model, tp_degree) * model.head_dim * b
-    tp = _check.positive_int("tp_degree", tp_degree)
+        return 2 * model.n_layers * kv_heads_per_device(model, tp) * model.head_dim * b
     full = model.count_layers("full")
     heads = kv_heads_per_device(model, tp) if full else 0
     latent = sum(x.latent_dim for x in model.layer_specs if x.kind == "mla")
@@ -109,7 +138,7 @@ def _kv_bytes_at(model: ModelSpec, context: float, bytes_per_elem: float = 2, tp
     """:func:`kv_bytes_per_sequence` for a context that may be fractional or 0 (an average)."""
     _check.instance("model", model, ModelSpec)
     b = _check.positive("bytes_per_elem", bytes_per_elem)
-    tp = _check.positive_int("tp_degree", tp_degree)
+    tp = check_tp_degree(model, tp_degree)
     if not model.layers:
         return kv_bytes_per_token(model, b, tp) * context
     heads = kv_heads_per_device(model, tp) if model.count_layers("full") + model.count_layers("sliding") else 0
@@ -179,18 +208,29 @@ def vllm_kv_budget_bytes(total_bytes: float, weights_bytes: float, gpu_memory_ut
     return max(0.0, total * u - used)
 
 
+def _whole(count: float) -> int:
+    """``floor(count)``, except that a count a hair below the next integer (float rounding of an
+    exact fit, budget == k * per_seq) is that integer. The slack is relative (1e-12) but never
+    more than a millionth of a sequence, so a huge count is not rounded up by a whole one."""
+    n = math.floor(count)
+    return n + 1 if n + 1 - count <= min(1e-12 * count, 1e-6) else n
+
+
 def max_concurrency(kv_budget_bytes: float, kv_bytes_per_token: float, context_len: int) -> int:
     """Whole sequences of ``context_len`` tokens that fit in the budget: floor(budget / (kv x len)).
 
     0 when not even one fits (never negative). Every argument is validated; a budget of 0
-    is allowed. Example: 458.6 GiB / 2.5 GiB per 8k sequence = 183.
+    is allowed. Raises ValueError when the count is not finite (a ``kv_bytes_per_token``
+    too small to divide by). Example: 458.6 GiB / 2.5 GiB per 8k sequence = 183.
     """
     budget = _check.non_negative("kv_budget_bytes", kv_budget_bytes)
     per_token = _check.positive("kv_bytes_per_token", kv_bytes_per_token)
     per_seq = per_token * _check.positive_int("context_len", context_len)
-    # The tiny relative slack keeps an exact fit (budget == k * per_seq) from flooring to k-1
-    # through float rounding.
-    return int(math.floor(budget / per_seq * (1 + 1e-12)))
+    n = budget / per_seq
+    if not math.isfinite(n):
+        raise ValueError(f"kv_bytes_per_token ({kv_bytes_per_token!r}) is too small: "
+                         f"{budget:.4g} bytes / ({kv_bytes_per_token!r} x {context_len}) is not a finite count")
+    return _whole(n)
 
 
 @dataclass(frozen=True)
@@ -224,20 +264,22 @@ def capacity(model: ModelSpec, gpu: GPUSpec | str, *, n_gpus: int, context_len: 
     model whose layers are all full attention this is :func:`max_concurrency`.
     ``kv_bytes_per_token_per_device`` is the marginal figure of :func:`kv_bytes_per_token`.
     ``fits`` is False when a device cannot hold its weights plus one full sequence.
-    Raises ValueError if ``tp_degree`` does not divide ``n_gpus``.
+    Raises ValueError if ``tp_degree`` does not divide ``n_gpus`` or cannot split the model
+    (:func:`check_tp_degree`; e.g. the default TP of all 128 devices for a 64-head model).
     """
     gpu = as_gpu(gpu)
     n_gpus = _check.positive_int("n_gpus", n_gpus)
     tp = n_gpus if tp_degree is None else _check.positive_int("tp_degree", tp_degree)
     if n_gpus % tp:
         raise ValueError(f"tp_degree ({tp}) must divide n_gpus ({n_gpus})")
+    check_tp_degree(model, tp)
     w = weight_bytes(model, bytes_per_param) / tp
     kv_tok = kv_bytes_per_token(model, bytes_per_elem, tp)
     kv_seq = kv_bytes_per_sequence(model, context_len, bytes_per_elem, tp)
     budget = kv_budget_bytes(gpu.memory_bytes, w, reserve_fraction)
-    # Whole sequences, layer by layer (windows and fixed states counted as held); the slack
-    # is max_concurrency's, so an exact fit does not floor to one less.
-    per_replica = int(math.floor(budget / kv_seq * (1 + 1e-12)))
+    # Whole sequences, layer by layer (windows and fixed states counted as held), rounded as
+    # max_concurrency rounds them.
+    per_replica = _whole(budget / kv_seq)
     return Capacity(tp, n_gpus // tp, w, kv_tok, kv_seq, budget, per_replica,
                     per_replica * (n_gpus // tp), per_replica >= 1)
 
@@ -248,16 +290,13 @@ def min_tp_degree(model: ModelSpec, gpu: GPUSpec | str, bytes_per_param: float =
     """The smallest tensor-parallel degree at which each device holds its share of the
     weights plus at least one full ``context_len`` sequence of KV, after the reserve.
 
-    Candidates are the divisors of ``n_heads`` up to ``max_tp`` (attention heads are split
-    evenly), tried in increasing order. Raises ValueError naming the largest degree tried if
+    Candidates are :func:`valid_tp_degrees` up to ``max_tp``, tried in increasing order. Raises ValueError naming the largest degree tried if
     none fits. Example: 70B fp16 at 8k on 80 GiB cards needs TP=2 (TP=1 cannot hold 130 GiB).
     """
     _check.instance("model", model, ModelSpec)
     max_tp = _check.positive_int("max_tp", max_tp)
     gpu = as_gpu(gpu)
-    for tp in range(1, max_tp + 1):
-        if model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads):
-            continue
+    for tp in valid_tp_degrees(model, max_tp):
         c = capacity(model, gpu, n_gpus=tp, context_len=context_len, tp_degree=tp,
                      bytes_per_param=bytes_per_param, bytes_per_elem=bytes_per_elem,
                      reserve_fraction=reserve_fraction)

@@ -68,7 +68,8 @@ class ModelSpec:
 
     Raises ValueError on construction if a count is not a positive integer, if
     ``n_heads % n_kv_heads != 0`` (every KV head must serve the same number of query heads),
-    or if ``layers`` does not hold one entry per layer.
+    if a dense model has MoE layers, or if ``layers`` does not hold one entry per layer;
+    TypeError if ``name`` is not a non-empty string.
     """
 
     name: str
@@ -88,6 +89,9 @@ class ModelSpec:
     layers: tuple = ()
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise TypeError(f"name must be a non-empty string, got {type(self.name).__name__} {self.name!r}")
+        _check.instance("source", self.source, str, "a string")
         for f in ("n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size",
                   "intermediate_size", "vocab_size", "n_params", "n_active_params",
                   "n_experts", "n_experts_per_token"):
@@ -103,11 +107,13 @@ class ModelSpec:
             raise ValueError(f"n_active_params ({self.n_active_params}) must be <= "
                              f"n_params ({self.n_params})")
         moe = _check.non_negative_int("n_moe_layers", self.n_moe_layers)
+        if self.n_experts == 1 and moe:
+            raise ValueError(f"n_moe_layers must be 0 for a dense model (n_experts 1), got {moe}")
         if self.n_experts > 1 and moe == 0:
             moe = self.n_layers
         if moe > self.n_layers:
             raise ValueError(f"n_moe_layers ({moe}) must be <= n_layers ({self.n_layers})")
-        object.__setattr__(self, "n_moe_layers", moe if self.n_experts > 1 else 0)
+        object.__setattr__(self, "n_moe_layers", moe)
         layers = tuple(LayerSpec(**x) if isinstance(x, dict) else _check.instance("layers[i]", x, LayerSpec)
                        for x in _check.instance("layers", self.layers, (tuple, list), "a tuple of LayerSpec"))
         if layers and len(layers) != self.n_layers:
@@ -229,9 +235,11 @@ class ModelSpec:
         """
         fields = parse_hf_config(cfg)
         raw = load_config(cfg)
-        src = raw.get("_source", "config.json")
-        return cls(name=name or raw.get("_name_or_path") or raw.get("model_type", "model"),
-                   source=src, **fields)
+        src = raw.get("_source") or "config.json"
+        if name is None:
+            name = next((v for v in (raw.get("_name_or_path"), raw.get("model_type"))
+                         if isinstance(v, str) and v.strip()), "model")
+        return cls(name=name, source=src, **fields)
 
 
 def _hf(repo: str, checked: str) -> str:

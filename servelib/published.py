@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import _check
+
 GPT_FAST_SOURCE = "gpt-fast README, benchmarks (https://github.com/pytorch-labs/gpt-fast#benchmarks)"
 GPT_FAST_MIXTRAL_SOURCE = "gpt-fast issue #225 (https://github.com/pytorch-labs/gpt-fast/issues/225)"
 
@@ -95,8 +97,20 @@ GPT_FAST_SPECULATIVE_TOKENS_PER_S = 48.4
 def published_decode(model: str | None = None, *, weights: str | None = None,
                      tp_degree: int | None = None) -> list[PublishedDecode]:
     """The published decode records (gpt-fast's table, then its Mixtral figure) that match
-    every filter given (``None`` matches anything). Returns a new list, possibly empty."""
+    every filter given (``None`` matches anything). Returns a new list, possibly empty (a
+    known model never published at that TP degree).
+
+    Raises ValueError, listing the known values, for a ``model`` with no published record or
+    a ``weights`` format not in :data:`WEIGHT_BYTES` (a misspelt filter would otherwise
+    match nothing, quietly); ValueError/TypeError for a ``tp_degree`` that is not an integer >= 1.
+    """
     rows = GPT_FAST + (GPT_FAST_MIXTRAL,)
+    if model is not None:
+        _check.choice("model", model, sorted({r.model for r in rows}))
+    if weights is not None:
+        _check.choice("weights", weights, sorted(WEIGHT_BYTES))
+    if tp_degree is not None:
+        tp_degree = _check.positive_int("tp_degree", tp_degree)
     return [r for r in rows
             if (model is None or r.model == model) and (weights is None or r.weights == weights)
             and (tp_degree is None or r.tp_degree == tp_degree)]
@@ -131,8 +145,9 @@ def predicted_tpot_s(row: PublishedDecode, *, bandwidth_Bps: float = GPT_FAST_A1
     source says its power-limited A100s reach), plus, when ``comm``, the step's
     tensor-parallel all-reduces (:func:`servelib.roofline.tp_comm_time_s` over the A100's
     NVLink, ``latency_s`` per call if given). Raises ValueError for a row with no servelib
-    GPU preset.
+    GPU preset, TypeError unless ``comm`` is a bool.
     """
+    _check.boolean("comm", comm)
     from .hardware import get_gpu
     from .models import get_model
     from .roofline import decode_flops_per_step, step_time_s, tp_comm_time_s

@@ -36,11 +36,12 @@ def generation_flops(n_params: float, prompt_len: int, n_new_tokens: int, *, kv_
     more forward pass. With a KV cache a pass handles only the newest token:
     ``2P(prompt + n - 1)``, linear in ``n``. Without one, pass t re-runs all
     ``prompt + t - 1`` tokens so far: ``2P(n * prompt + n(n - 1)/2)``, quadratic in ``n``.
+    Raises TypeError unless ``kv_cache`` is a bool.
     """
     p = _check.positive("n_params", n_params)
     s = _check.positive_int("prompt_len", prompt_len)
     n = _check.positive_int("n_new_tokens", n_new_tokens)
-    if kv_cache:
+    if _check.boolean("kv_cache", kv_cache):
         return 2 * p * (s + n - 1)
     return 2 * p * (n * s + n * (n - 1) / 2)
 
@@ -97,11 +98,17 @@ def decode_weight_bytes(model, batch: int = 1, bytes_per_param: float = 2) -> fl
     ``params_touched(model, batch) * bytes_per_param``: all weights for a dense model (the
     same as :func:`servelib.memory.weight_bytes`), for a mixture of experts only the experts
     the batch routes to. Divide by the TP degree for one device's share.
+    Raises TypeError unless ``model`` is a ModelSpec (a bare parameter count does not say
+    which weights are experts: :func:`servelib.memory.weight_bytes` takes one), ValueError
+    for a batch below 1.
     """
     from .memory import weight_bytes
+    _check.instance("model", model, ModelSpec,
+                    "a ModelSpec (for a bare parameter count use servelib.memory.weight_bytes)")
+    b = _check.positive_int("batch", batch)
     if not model.is_moe:
         return weight_bytes(model, bytes_per_param)
-    return params_touched(model, batch) * _check.positive("bytes_per_param", bytes_per_param)
+    return params_touched(model, b) * _check.positive("bytes_per_param", bytes_per_param)
 
 
 def step_time_s(flops: float, bytes_moved: float, peak_flops: float, bandwidth_Bps: float) -> float:
@@ -128,10 +135,10 @@ def serial_step_time_s(flops: float, bytes_moved: float, peak_flops: float, band
 
 def _device_share(model, gpu, tp_degree, bytes_per_param):
     from .hardware import as_gpu
-    from .memory import weight_bytes
+    from .memory import check_tp_degree, weight_bytes
     _check.instance("model", model, ModelSpec)
     gpu = as_gpu(gpu)
-    tp = _check.positive_int("tp_degree", tp_degree)
+    tp = check_tp_degree(model, tp_degree)
     return gpu, tp, weight_bytes(model, bytes_per_param) / tp
 
 
@@ -142,9 +149,12 @@ def predict_ttft_s(model, gpu, prompt_len: int, *, dtype: str = "bf16", bytes_pe
     FLOPs ``2 * n_active_params * prompt_len`` (attention term left out) and one read of the
     weights the prompt touches (for a mixture of experts, :func:`decode_weight_bytes` at
     ``prompt_len`` tokens), split over ``tp_degree`` devices; communication between them is ignored, so this
-    is a lower bound. ``gpu`` is a GPUSpec or a preset name.
+    is a lower bound. ``gpu`` is a GPUSpec or a preset name. Raises ValueError for a
+    ``prompt_len`` below 1 or a TP degree the model cannot be split over
+    (:func:`servelib.memory.check_tp_degree`).
     """
     from .memory import kv_bytes_per_sequence
+    prompt_len = _check.positive_int("prompt_len", prompt_len)
     gpu, tp, w = _device_share(model, gpu, tp_degree, bytes_per_param)
     if model.is_moe:
         w = decode_weight_bytes(model, prompt_len, bytes_per_param) / tp   # the experts the prompt routes to
@@ -170,7 +180,9 @@ def predict_tpot_s(model, gpu, batch: int, context_len: int, *, dtype: str = "bf
     each one sees. ``weight_bandwidth_ratio`` (in (0, 1], default 1): the share of the
     bandwidth the kernel reading the weights reaches (a weight-only quantized kernel that
     unpacks as it reads streams more slowly); the weights then take as long to read as
-    ``W / ratio`` bytes would, while the KV reads keep the full bandwidth.
+    ``W / ratio`` bytes would, while the KV reads keep the full bandwidth. Raises
+    ValueError for a TP degree the model cannot be split over
+    (:func:`servelib.memory.check_tp_degree`).
     """
     from .memory import kv_bytes_per_sequence
     ratio = _check.fraction("weight_bandwidth_ratio", weight_bandwidth_ratio)
@@ -261,7 +273,9 @@ def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
 def _decode_flops_per_sequence(model, context_len: int, attention: bool) -> float:
     """FLOPs one sequence adds to a decode step: ``2P``, plus its attention when ``attention``."""
     flops = decode_flops_per_step(model.n_active_params, 1)
-    return flops + (decode_attention_flops_per_step(model, context_len) if attention else 0.0)
+    if _check.boolean("attention", attention):
+        flops += decode_attention_flops_per_step(model, context_len)
+    return flops
 
 
 def decode_intensity(model, batch: int = 1, context_len: int = 1, bytes_per_param: float = 2,
@@ -390,12 +404,21 @@ def tp_comm_time_s(model, gpu, batch: int, tp_degree: int, *, bytes_per_elem: fl
     (:func:`servelib.interconnect.get_link`: datasheet bandwidth, published latency) unless
     ``latency_s`` / ``bandwidth_Bps`` are given. They sit on the critical path: the next
     block needs the sum, so they add to the step rather than overlap it. 0 at
-    ``tp_degree`` 1. Raises KeyError for a GPU without a link entry and no figures given.
+    ``tp_degree`` 1 (every argument is still checked). Raises KeyError for a GPU without a
+    link entry and no figures given, ValueError for a TP degree the model cannot be split
+    over (:func:`servelib.memory.check_tp_degree`) or a non-positive latency or bandwidth.
     """
+    from .hardware import as_gpu
     from .interconnect import allreduce_time_s, get_link
+    from .memory import check_tp_degree
     _check.instance("model", model, ModelSpec)
-    tp = _check.positive_int("tp_degree", tp_degree)
+    gpu = as_gpu(gpu)
+    tp = check_tp_degree(model, tp_degree)
     msg = tp_allreduce_bytes(model, batch, bytes_per_elem)
+    if latency_s is not None:
+        _check.positive("latency_s", latency_s)
+    if bandwidth_Bps is not None:
+        _check.positive("bandwidth_Bps", bandwidth_Bps)
     if tp == 1:
         return 0.0
     if latency_s is None or bandwidth_Bps is None:
@@ -476,9 +499,11 @@ def decode_step(model, gpu, batch: int, context_len: int, *, tp_degree: int = 1,
     The roofline of :func:`predict_tpot_s` plus, when ``comm`` and ``tp_degree > 1``, the
     all-reduces of :func:`tp_comm_time_s` (``latency_s``/``bandwidth_Bps`` override the
     link's figures); the KV memory check of :func:`max_decode_batch`. A lower bound still:
-    kernels reach less than the datasheet's peaks. Raises what those functions raise.
+    kernels reach less than the datasheet's peaks. Raises what those functions raise, and
+    TypeError unless ``comm`` is a bool.
     """
     from .memory import kv_bytes_per_sequence
+    comm = _check.boolean("comm", comm)
     g, tp, w = _device_share(model, gpu, tp_degree, bytes_per_param)
     b = _check.positive_int("batch", batch)
     flops = (decode_flops_per_step(model.n_active_params, b)

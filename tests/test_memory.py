@@ -178,3 +178,51 @@ def test_model_spec_rejects_bad_shapes():
     with pytest.raises(TypeError, match="head_dim"):
         ModelSpec(**{**base, "n_kv_heads": 8, "head_dim": "128"})
     assert math.isfinite(kv_bytes_per_token(get_model("falcon-7b")))
+
+
+def test_valid_tp_degrees_split_attention_heads_and_replicate_kv_heads():
+    from servelib.memory import valid_tp_degrees
+    assert valid_tp_degrees(L70) == [1, 2, 4, 8, 16, 32, 64]          # 64 heads, 8 KV heads
+    assert valid_tp_degrees(L70, max_tp=8) == [1, 2, 4, 8]
+    assert valid_tp_degrees(get_model("falcon-7b")) == [1, 71]        # 71 heads, one KV head
+    # Fewer KV heads than devices are replicated: MQA splits as far as its attention heads.
+    assert valid_tp_degrees(L70.with_kv_heads(1)) == [1, 2, 4, 8, 16, 32, 64]
+    assert valid_tp_degrees(get_model("deepseek-v3")) == [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+@pytest.mark.parametrize("name", ["llama-3-70b", "deepseek-v3", "falcon-7b", "gpt-oss-20b", "qwen3-next-80b-a3b"])
+def test_every_tp_function_accepts_exactly_min_tp_degrees_candidates(name):
+    # One rule: the degrees min_tp_degree may return are the ones capacity, the roofline and
+    # the TP communication accept; any other degree raises, naming tp_degree.
+    from servelib.memory import valid_tp_degrees
+    from servelib.roofline import decode_step, predict_tpot_s, predict_ttft_s, tp_comm_time_s
+    m = get_model(name)
+    valid = set(valid_tp_degrees(m, max_tp=140))
+    calls = (lambda tp: capacity(m, "h100-sxm", n_gpus=tp, context_len=1024),
+             lambda tp: kv_bytes_per_sequence(m, 1024, tp_degree=tp),
+             lambda tp: predict_tpot_s(m, "h100-sxm", 1, 100, tp_degree=tp),
+             lambda tp: predict_ttft_s(m, "h100-sxm", 100, tp_degree=tp),
+             lambda tp: decode_step(m, "h100-sxm", 1, 100, tp_degree=tp),
+             lambda tp: tp_comm_time_s(m, "h100-sxm", 1, tp))
+    for tp in range(1, 141):
+        for call in calls:
+            if tp in valid:
+                call(tp)
+            else:
+                with pytest.raises(ValueError, match=rf"tp_degree \({tp}\) must split .* valid degrees: 1, "):
+                    call(tp)
+
+
+def test_capacity_default_tp_of_all_gpus_must_split_the_model():
+    with pytest.raises(ValueError, match=r"tp_degree \(128\) must split llama-3-70b's 64 attention heads"):
+        capacity(L70, "h100-sxm", n_gpus=128, context_len=8192)
+    # Replicas of a valid degree are fine: 16 replicas of TP=8.
+    assert capacity(L70, "h100-sxm", n_gpus=128, context_len=8192, tp_degree=8).replicas == 16
+
+
+def test_max_concurrency_of_a_vanishing_kv_size_is_an_error_not_an_overflow():
+    with pytest.raises(ValueError, match=r"kv_bytes_per_token \(1e-300\) is too small"):
+        max_concurrency(1e9, 1e-300, 1)
+    # A huge count is not rounded up by a whole sequence (the exact-fit slack used to add one).
+    assert max_concurrency(1e9, 1e-3, 1) == 10**12
+    assert max_concurrency(0.7, 0.1, 1) == 7              # 0.7 / 0.1 = 6.999999999999999: an exact fit

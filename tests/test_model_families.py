@@ -251,3 +251,76 @@ def test_warnings_are_not_raised_for_presets():
         warnings.simplefilter("error")
         for name in list_models():
             get_model(name)
+
+
+# Configs that used to give a quiet wrong number: each now raises naming the config key, or
+# (experts with no MoE layer) is counted as the dense model it is.
+_TINY = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 8,
+         "num_key_value_heads": 8, "intermediate_size": 512, "vocab_size": 1000, "tie_word_embeddings": False}
+
+
+@pytest.mark.parametrize("key", ["tie_word_embeddings", "multi_query", "new_decoder_architecture",
+                                 "use_sliding_window", "attn_output_gate"])
+@pytest.mark.parametrize("value", ["false", "true", 0, 1])
+def test_boolean_config_keys_take_json_booleans_only(key, value):
+    # "false" is a truthy string: read with bool() it counted a tied LM head.
+    with pytest.raises(TypeError, match=f"config {key} must be a JSON true or false"):
+        ModelSpec.from_hf_config({**_TINY, key: value, "sliding_window": 64})
+
+
+def test_head_dim_must_be_whole_when_not_given():
+    with pytest.raises(ValueError, match=r"config hidden_size \(256\) must be a multiple of "
+                                         r"num_attention_heads \(7\) when head_dim is absent"):
+        ModelSpec.from_hf_config({**_TINY, "num_attention_heads": 7, "num_key_value_heads": 7})
+    # More heads than hidden units named the config's keys, not a ModelSpec field.
+    with pytest.raises(ValueError, match=r"hidden_size \(256\) must be a multiple of num_attention_heads \(512\)"):
+        ModelSpec.from_hf_config({**_TINY, "num_attention_heads": 512})
+    with pytest.raises(ValueError, match=r"config n_embd \(256\) must be a multiple of n_head \(7\)"):
+        ModelSpec.from_hf_config({"n_layer": 2, "n_embd": 256, "n_head": 7, "vocab_size": 100,
+                                  "model_type": "gpt2", "tie_word_embeddings": True})
+    # An explicit head_dim need not divide the hidden size (Gemma-2: 16 x 256 != 3584).
+    assert ModelSpec.from_hf_config({**_TINY, "num_attention_heads": 7, "num_key_value_heads": 7,
+                                     "head_dim": 32}).head_dim == 32
+
+
+@pytest.mark.parametrize("dense_by", [{"first_k_dense_replace": 99}, {"first_k_dense_replace": 4},
+                                      {"mlp_only_layers": [0, 1, 2, 3]}])
+def test_experts_with_no_moe_layer_are_a_dense_model(dense_by):
+    moe = {**_TINY, "num_local_experts": 8, "num_experts_per_tok": 2, **dense_by}
+    m, dense = ModelSpec.from_hf_config(moe), ModelSpec.from_hf_config(_TINY)
+    assert (m.n_experts, m.n_experts_per_token, m.n_moe_layers, m.is_moe) == (1, 1, 0, False)
+    assert m.n_params == m.n_active_params == dense.n_params
+    # One MoE layer left: a mixture of experts whose counts agree with each other.
+    one = ModelSpec.from_hf_config({**moe, "first_k_dense_replace": 3, "mlp_only_layers": []})
+    assert one.n_moe_layers == 1 and one.n_params - one.n_active_params == 6 * 3 * 256 * 512
+
+
+def test_experts_per_token_at_most_the_experts():
+    with pytest.raises(ValueError, match=r"config num_experts_per_tok \(2\) must be <= num_local_experts \(1\)"):
+        ModelSpec.from_hf_config({**_TINY, "num_local_experts": 1, "num_experts_per_tok": 2})
+    with pytest.raises(ValueError, match=r"num_experts_per_tok \(9\) must be <= num_local_experts \(8\)"):
+        ModelSpec.from_hf_config({**_TINY, "num_local_experts": 8, "num_experts_per_tok": 9})
+    with pytest.raises(ValueError, match=r"experts_per_token \(2\) must be <= the number of experts \(1: none"):
+        ModelSpec.from_hf_config({**_TINY, "experts_per_token": 2})
+    # Qwen's dense spelling, experts off, stays dense.
+    assert not ModelSpec.from_hf_config({**_TINY, "num_experts": 0}).is_moe
+
+
+@pytest.mark.parametrize("only", [[4], [-1], ["0"], [True], "0"])
+def test_mlp_only_layers_must_be_layer_indices(only):
+    with pytest.raises(ValueError, match=r"config mlp_only_layers must be a list of layer indices in \[0, 4\)"):
+        ModelSpec.from_hf_config({**_TINY, "num_experts": 8, "num_experts_per_tok": 2, "mlp_only_layers": only})
+
+
+def test_model_spec_name_and_dense_moe_layers():
+    fields = dict(n_layers=2, n_heads=8, n_kv_heads=8, head_dim=32, hidden_size=256, intermediate_size=512,
+                  vocab_size=1000, n_params=10**6, n_active_params=10**6)
+    for name in (None, "", 3):
+        with pytest.raises(TypeError, match="name must be a non-empty string"):
+            ModelSpec(name, **fields)
+    with pytest.raises(TypeError, match="source must be a string"):
+        ModelSpec("x", **fields, source=None)
+    # A dense model's MoE layers were silently set to 0.
+    with pytest.raises(ValueError, match=r"n_moe_layers must be 0 for a dense model \(n_experts 1\), got 1"):
+        ModelSpec("x", **fields, n_moe_layers=1)
+    assert ModelSpec("x", **fields, n_experts=4, n_experts_per_token=2).n_moe_layers == 2

@@ -25,3 +25,24 @@ def test_filters_and_counts():
     assert published_decode("mixtral-8x7b") == [GPT_FAST_MIXTRAL]
     assert published_decode("llama-2-70b", tp_degree=1, weights="bf16")[0].tpot_s is None
     assert GPT_FAST_MIXTRAL.tpot_s == pytest.approx(1 / 96)
+
+
+def test_unknown_filters_raise_listing_the_known_values():
+    # A misspelt model or weight format matched nothing and returned [] quietly.
+    with pytest.raises(ValueError, match=r"model must be one of \['llama-2-70b', 'llama-2-7b', 'mixtral-8x7b'\], "
+                                         r"got 'nope'"):
+        published_decode("nope")
+    with pytest.raises(ValueError, match=r"weights must be one of \['bf16', 'int4-g32', 'int8'\], got 'int3'"):
+        published_decode("llama-2-7b", weights="int3")
+    with pytest.raises(ValueError, match="tp_degree must be an integer >= 1"):
+        published_decode(tp_degree=0)
+    # A known model at a degree never published is an honest empty list.
+    assert published_decode("mixtral-8x7b", tp_degree=8) == []
+    assert len(published_decode("llama-2-70b", weights="bf16")) == 4
+
+
+def test_predicted_tpot_comm_must_be_a_bool():
+    from servelib.published import predicted_tpot_s
+    row = published_decode("llama-2-70b", weights="bf16", tp_degree=8)[0]
+    with pytest.raises(TypeError, match="comm must be True or False"):
+        predicted_tpot_s(row, comm="no")

@@ -177,3 +177,35 @@ def test_attention_flops_count_windows_layer_by_layer():
     d = get_model("llama-3-70b")
     assert prefill_attention_flops(d, 100) == 2 * 80 * 64 * 128 * 100 * 101
     assert decode_attention_flops_per_step(d, 100, 3) == 4 * 80 * 64 * 128 * 100 * 3
+
+
+def test_booleans_must_be_bool_not_truthy_strings():
+    from servelib.roofline import generation_flops
+    m = get_model("llama-3-8b")
+    with pytest.raises(TypeError, match="kv_cache must be True or False"):
+        generation_flops(1e9, 10, 10, kv_cache="no")
+    for f in (lambda: decode_intensity(m, 1, 2048, attention="no"),
+              lambda: decode_intensity_limit(m, 2048, attention="no"),
+              lambda: critical_batch(m, 295.0, 2048, attention=0)):
+        with pytest.raises(TypeError, match="attention must be True or False"):
+            f()
+    # The quadratic count without a cache, by hand: 2P (n s + n(n-1)/2) = 2e9 (100 + 45).
+    assert generation_flops(1e9, 10, 10, kv_cache=False) == 2e9 * 145
+
+
+def test_decode_weight_bytes_checks_model_and_batch():
+    from servelib.roofline import decode_weight_bytes
+    with pytest.raises(TypeError, match=r"model must be a ModelSpec \(for a bare parameter count use "
+                                        r"servelib.memory.weight_bytes\)"):
+        decode_weight_bytes(70e9)
+    for m in (LLAMA70, get_model("mixtral-8x7b")):        # dense and MoE alike
+        with pytest.raises(ValueError, match=r"batch must be an integer >= 1, got 0"):
+            decode_weight_bytes(m, 0)
+    assert decode_weight_bytes(LLAMA70, 7) == weight_bytes(LLAMA70)
+
+
+def test_ttft_names_prompt_len():
+    from servelib.roofline import predict_ttft_s
+    for m in (LLAMA70, get_model("mixtral-8x7b")):       # the MoE path used to say "batch"
+        with pytest.raises(ValueError, match=r"prompt_len must be an integer >= 1, got 0"):
+            predict_ttft_s(m, "h100-sxm", 0)

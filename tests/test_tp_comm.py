@@ -98,3 +98,35 @@ def test_published_tp_scaling_fits_the_readme_bandwidth_and_a_per_call_cost():
         assert fit.bandwidth_Bps == pytest.approx(GPT_FAST_A100_PEAK_BANDWIDTH_BPS, rel=0.03)
         assert 20e-6 < fit.allreduce_s < 40e-6
         assert fit.allreduce_s > 2.5 * NVLINK_LATENCY_S
+
+
+def test_tp_comm_checks_every_argument_even_at_tp_1():
+    # At TP=1 no link is used, yet a bad link figure or GPU used to return 0.0 quietly.
+    for kwargs, err, name in (({"latency_s": -1}, ValueError, "latency_s"),
+                              ({"bandwidth_Bps": "x"}, TypeError, "bandwidth_Bps"),
+                              ({"bandwidth_Bps": 0}, ValueError, "bandwidth_Bps")):
+        for tp in (1, 2):
+            with pytest.raises(err, match=name):
+                tp_comm_time_s(LLAMA70, "h100-sxm", 1, tp, **kwargs)
+    with pytest.raises(TypeError, match="gpu must be a GPUSpec or a preset name"):
+        tp_comm_time_s(LLAMA70, None, 1, 1)
+    assert tp_comm_time_s(LLAMA70, "h100-sxm", 1, 1) == 0.0
+
+
+def test_tp_comm_rejects_degrees_the_heads_cannot_split():
+    # predict_tpot_s rejected TP=3 while the communication of the same step accepted it.
+    for f in (lambda: tp_comm_time_s(LLAMA70, "h100-sxm", 1, 3),
+              lambda: predict_tpot_s(LLAMA70, "h100-sxm", 1, 100, tp_degree=3),
+              lambda: decode_step(LLAMA70, "h100-sxm", 1, 100, tp_degree=128)):
+        with pytest.raises(ValueError, match=r"valid degrees: 1, 2, 4, 8, 16, 32, 64"):
+            f()
+    ds = get_model("deepseek-v3")                 # MLA: a replicated latent, yet 128 heads to split
+    for tp in (3, 1000):
+        with pytest.raises(ValueError, match=rf"tp_degree \({tp}\) must split deepseek-v3's 128 attention heads"):
+            predict_tpot_s(ds, "h100-sxm", 1, 100, tp_degree=tp)
+
+
+@pytest.mark.parametrize("comm", ["yes", "no", 1, None])
+def test_decode_step_comm_must_be_a_bool(comm):
+    with pytest.raises(TypeError, match="comm must be True or False"):
+        decode_step(LLAMA70, "h100-sxm", 1, 100, tp_degree=2, comm=comm)
