@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from . import _check
 from .economics import H100_USD_PER_GPU_HOUR, HOURS_PER_MONTH, SECONDS_PER_MONTH, self_hosted_unit_cost
 from .hardware import as_gpu
-from .memory import capacity, kv_bytes_per_sequence, kv_bytes_per_token, weight_bytes
+from .memory import (capacity, check_tp_degree, kv_bytes_per_sequence, kv_bytes_per_token, valid_tp_degrees,
+                     weight_bytes)
 from .models import ModelSpec
 from .queueing import max_mean_occupancy, md1_max_utilization, md1_wait_s
 from .roofline import prefill_flops, serial_step_time_s, step_time_s
@@ -536,21 +537,32 @@ def _fewest(candidates):
     return best
 
 
-def cheapest_mixed_pool(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, tp_degrees=(1, 2, 4, 8),
+def _degrees(model: ModelSpec, tp_degrees) -> list:
+    """The degrees to try: those of 1, 2, 4 and 8 that split ``model``
+    (:func:`servelib.memory.valid_tp_degrees`) when ``tp_degrees`` is None; else each given
+    degree, checked (ValueError names one that does not split the model)."""
+    if tp_degrees is None:
+        return [tp for tp in (1, 2, 4, 8) if tp in valid_tp_degrees(model, 8)]
+    return [check_tp_degree(model, tp) for tp in tp_degrees]
+
+
+def cheapest_mixed_pool(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, tp_degrees=None,
                         **kwargs) -> Pool | None:
     """The :func:`size_mixed_pool` with the fewest GPUs over ``tp_degrees`` (the first in
-    order on a tie), or None when no degree meets ``slo``. ``kwargs``: precision,
-    ``reserve_fraction`` and ``overlap``, as :func:`size_mixed_pool`."""
+    order on a tie; default: 1, 2, 4 and 8, those that split the model), or None when no
+    degree meets ``slo``. ``kwargs``: precision, ``reserve_fraction`` and ``overlap``, as
+    :func:`size_mixed_pool`. Raises ValueError for a given degree that does not split the model."""
     return _fewest(lambda tp=tp: size_mixed_pool(model, gpu, workload, slo, tp_degree=tp, **kwargs)
-                   for tp in tp_degrees)
+                   for tp in _degrees(model, tp_degrees))
 
 
 def cheapest_disaggregated(model: ModelSpec, gpu, workload: Workload, slo: SLO, *, link_Bps: float,
-                           tp_degrees=(1, 2, 4, 8), **kwargs) -> Disaggregated | None:
+                           tp_degrees=None, **kwargs) -> Disaggregated | None:
     """The :func:`size_disaggregated` with the fewest GPUs over every pair of prefill and
-    decode degrees in ``tp_degrees`` (the first in order on a tie), or None when no pair
-    meets ``slo``. ``kwargs``: ``link_latency_s``, precision, ``reserve_fraction`` and
-    ``overlap``, as :func:`size_disaggregated`."""
+    decode degrees in ``tp_degrees`` (as :func:`cheapest_mixed_pool`; the first in order on
+    a tie), or None when no pair meets ``slo``. ``kwargs``: ``link_latency_s``, precision,
+    ``reserve_fraction`` and ``overlap``, as :func:`size_disaggregated`."""
+    degrees = _degrees(model, tp_degrees)
     return _fewest(lambda a=a, b=b: size_disaggregated(model, gpu, workload, slo, prefill_tp=a, decode_tp=b,
                                                        link_Bps=link_Bps, **kwargs)
-                   for a in tp_degrees for b in tp_degrees)
+                   for a in degrees for b in degrees)

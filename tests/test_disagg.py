@@ -240,3 +240,14 @@ def test_workload_properties():
     assert (WL.decode_tokens, WL.final_len, WL.mean_decode_context) == (255, 2304, 2176)
     assert WL.tokens_per_s == 32 * 2304
     assert np.isclose(Workload(0.5, 10, 3).tokens_per_s, 6.5)
+
+
+def test_cheapest_pools_try_only_degrees_that_split_the_model():
+    # Falcon-7B has 71 attention heads: only TP 1 splits it. The default search skips 2, 4
+    # and 8; a degree given explicitly that does not split the model is named.
+    falcon = get_model("falcon-7b")
+    wl, slo = Workload(arrival_rate_per_s=1.0, prompt_len=512, output_len=128), SLO(ttft_s=2.0, tpot_s=0.1)
+    pool = cheapest_mixed_pool(falcon, "h100-sxm", wl, slo)
+    assert pool is not None and pool.tp_degree == 1
+    with pytest.raises(ValueError, match="tp_degree"):
+        cheapest_mixed_pool(falcon, "h100-sxm", wl, slo, tp_degrees=(1, 2))

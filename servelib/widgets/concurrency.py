@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .. import _check
 from ..hardware import list_gpus
-from ..memory import capacity
+from ..memory import capacity, valid_tp_degrees
 from ..models import list_models
 from ..plots import legend, new_axes
 from ..units import fmt_bytes
@@ -80,8 +80,7 @@ def concurrency_figure(model="llama-3-70b", gpu="h100-sxm", *, n_gpus: int = 8, 
     if not contexts:
         raise ValueError("contexts must hold at least one context length")
     if tp_degrees is None:
-        tp_degrees = [t for t in TP_DEGREES if n_gpus % t == 0
-                      and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0) and m.n_heads % t == 0]
+        tp_degrees = [t for t in TP_DEGREES if n_gpus % t == 0 and t in valid_tp_degrees(m)]
     fig, ax = new_axes("context length (tokens)", "concurrent sequences",
                        f"{m.name} on {n_gpus} x {g.name}, KV {kv_bytes_per_elem:g} B/elem, "
                        f"{reserve_fraction:.0%} reserve", logx=True, logy=True)
