@@ -36,10 +36,18 @@ def main(argv=None) -> int:
             print(msg if msg.startswith(str(path)) else f"{path}: invalid plan: {msg}", file=sys.stderr)
             status = 2
             continue
+        try:
+            text, found = report(plan), audit(plan)
+        except (ValueError, TypeError) as e:
+            # A combination of valid fields that servelib cannot plan: a usage error, not a
+            # traceback. PlanError names the field; anything else is quoted with the file.
+            print(f"{path}: invalid plan: {e}", file=sys.stderr)
+            status = 2
+            continue
         if i:
             print()
-        print(report(plan), end="")
-        if audit(plan) and status == 0:
+        print(text, end="")
+        if found and status == 0:
             status = 1
     return status
 

@@ -194,3 +194,33 @@ def test_tokens_per_ptu_constant_found_from_the_numbers_too():
 def test_static_batching_finding_comes_from_the_simulator():
     f, = audit(mistake_plans()["static-batching-uneven-outputs"])
     assert round(f.wrong / f.right, 1) == 2.8 and "5.0x lower mean latency" in f.detail
+
+
+# --- plans that cannot work: a target, a latency or a token budget the hardware cannot meet ---
+
+def test_a_target_no_tp_degree_meets():
+    f, = audit(dataclasses.replace(sound_plan(), target_concurrency=200))
+    # The report already said "none meets the target"; 183 is the most any TP degree holds.
+    assert (f.code, f.field, f.wrong, f.right) == ("target-concurrency-unmet", "deployment.target_concurrency",
+                                                   200, 183)
+    assert codes(dataclasses.replace(sound_plan(), target_concurrency=183)) == []
+
+
+def test_latency_targets_below_the_roofline():
+    plan = dataclasses.replace(sound_plan(), ttft_slo_s=0.01, tpot_slo_s=0.001)
+    d = derive(plan)
+    f, = audit(plan)
+    assert (f.code, f.field, f.wrong) == ("slo-below-roofline", "slo.tpot_s", 1.0)
+    assert f.right == pytest.approx(d.tpot_s * 1e3) and round(f.right) == 24
+    assert "36.2 ms against a 10 ms TTFT target" in f.detail
+    # TTFT alone missed: named by its own field.
+    f, = audit(dataclasses.replace(plan, tpot_slo_s=0.05))
+    assert (f.field, f.wrong, round(f.right)) == ("slo.ttft_s", 10, 36)
+    assert codes(dataclasses.replace(plan, ttft_slo_s=0.05, tpot_slo_s=0.05)) == []
+
+
+def test_token_budget_below_the_batch():
+    f, = audit(dataclasses.replace(sound_plan(), max_batched_tokens=1))
+    assert (f.code, f.field, f.wrong, f.right) == ("token-budget-below-batch", "serving.max_batched_tokens", 1, 256)
+    # The simulator's own rule: a budget equal to the batch is accepted.
+    assert codes(dataclasses.replace(sound_plan(), max_batched_tokens=256)) == []

@@ -25,6 +25,7 @@ from ..models import ModelSpec
 from ..hardware import ridge_point
 from ..roofline import compute_utilization, decode_intensity, decode_tokens_per_s, predict_tpot_s, predict_ttft_s
 from ..sim import simulate, workloads
+from ..sim.core import token_budget
 from .findings import Finding
 from .levers import quantization_findings, speculative_findings
 from .plan import CapacityPlan
@@ -77,13 +78,26 @@ def right_tp_degree(plan: CapacityPlan) -> int | None:
     are skipped. ``None`` when no degree up to ``n_gpus`` meets the target.
     """
     model = plan_model(plan)
-    for tp in range(1, plan.n_gpus + 1):
-        if plan.n_gpus % tp or model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads):
-            continue
+    for tp in _valid_tp_degrees(plan):
         if _capacity(plan, model, tp_degree=tp, reserve_fraction=_sound_reserve(plan)).concurrency \
                 >= plan.target_concurrency:
             return tp
     return None
+
+
+def _valid_tp_degrees(plan):
+    """TP degrees that divide ``n_gpus`` and split the model's heads."""
+    model = plan_model(plan)
+    return [tp for tp in range(1, plan.n_gpus + 1)
+            if not (plan.n_gpus % tp or model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads))]
+
+
+def max_concurrency_any_tp(plan: CapacityPlan) -> int:
+    """The most conversations ``n_gpus`` can hold at any valid TP degree, with the plan's reserve
+    (the syllabus's 10% where it kept none): what :func:`right_tp_degree` compares the target with."""
+    model = plan_model(plan)
+    return max(_capacity(plan, model, tp_degree=tp, reserve_fraction=_sound_reserve(plan)).concurrency
+               for tp in _valid_tp_degrees(plan))
 
 
 @dataclass(frozen=True)
@@ -251,6 +265,13 @@ def _memory_findings(plan, d):
             code = "claimed-number-wrong"
         out.append(Finding(code, "claims.concurrency", claimed, d.concurrency if d.weights_fit else sound,
                            "conversations", "recomputed from the KV budget after weights and reserve"))
+    if d.right_tp_degree is None:
+        best = max_concurrency_any_tp(plan)
+        out.append(Finding(
+            "target-concurrency-unmet", "deployment.target_concurrency", plan.target_concurrency, best,
+            "conversations",
+            f"at most {best} conversations of {plan.context_len:,} tokens fit on {plan.n_gpus} x {plan.gpu} "
+            f"at any TP degree (with a {_sound_reserve(plan):.0%} reserve): add GPUs or shorten the context"))
     if d.weights_fit and d.right_tp_degree is not None and plan.tp_degree > d.right_tp_degree:
         out.append(Finding(
             "max-tp-degree", "deployment.tp_degree", plan.tp_degree, d.right_tp_degree, "devices",
@@ -305,6 +326,16 @@ def _serving_findings(plan, d):
             out.append(Finding("queue-never-fits", "serving.oversize_requests", "queue", "reject", "",
                                f"a request longer than {limit:,} tokens (a replica's whole KV budget) "
                                "can never be admitted"))
+    try:
+        token_budget(plan.max_batched_tokens, plan.max_batch)      # the simulator's own rule
+    except ValueError:
+        out.append(Finding("token-budget-below-batch", "serving.max_batched_tokens", plan.max_batched_tokens,
+                           plan.max_batch, "tokens per step",
+                           f"{plan.max_batch} running sequences need {plan.max_batch} tokens of every step "
+                           "to decode, before any prompt is admitted"))
+    missed = _slo_missed(plan, d)
+    if missed:
+        out.append(missed)
     if plan.shared_tiers:
         kw = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
                   bytes_per_elem=plan.kv_bytes_per_elem, tp_degree=plan.tp_degree)
@@ -314,6 +345,29 @@ def _serving_findings(plan, d):
                            f"at the batch tier's batch of {d.decode_batch} a chat user waits "
                            f"{d.tpot_s * 1e3:.0f} ms per token, against {alone * 1e3:.0f} ms alone"))
     return out
+
+
+def _slo_missed(plan, d):
+    """``slo-below-roofline`` when a latency target is below the roofline's own prediction:
+    TTFT below one prompt's prefill on an idle replica, TPOT below a decode step at the batch
+    the plan runs. Queueing and scheduling only add to those times."""
+    if plan.ttft_slo_s is None or not d.weights_fit:
+        return None
+    misses = [(fld, target, got) for fld, target, got in
+              (("slo.tpot_s", plan.tpot_slo_s, d.tpot_s), ("slo.ttft_s", plan.ttft_slo_s, d.ttft_s))
+              if got > target]
+    if not misses:
+        return None
+    kw = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param, bytes_per_elem=plan.kv_bytes_per_elem,
+              tp_degree=plan.tp_degree)
+    alone = predict_tpot_s(plan_model(plan), plan.gpu_spec(), 1, plan.context_len, **kw)
+    said = {"slo.tpot_s": f"a decode step at batch {d.decode_batch} takes {d.tpot_s * 1e3:.1f} ms against a "
+                          f"{plan.tpot_slo_s * 1e3:g} ms TPOT target ({alone * 1e3:.1f} ms at batch 1)",
+            "slo.ttft_s": f"a {plan.prompt_len:,}-token prefill on an idle replica takes {d.ttft_s * 1e3:.1f} ms "
+                          f"against a {plan.ttft_slo_s * 1e3:g} ms TTFT target"}
+    fld, target, got = misses[0]
+    return Finding("slo-below-roofline", fld, target * 1e3, got * 1e3, "ms",
+                   "; ".join(said[f] for f, _, _ in misses))
 
 
 def _ptu_findings(plan, d):

@@ -22,19 +22,22 @@ def blended_price(usd_per_1k_input: float, usd_per_1k_output: float, output_frac
 
     With no cached input (h = 0) this is ``c_in (1 - f) + c_out f``: gpt-4o ($2.50 / $10 per
     1M) gives 3.25 $/1M at f = 0.1 and 6.25 $/1M at f = 0.5; with half the input cached at
-    $1.25 per 1M, 2.69 $/1M at f = 0.1. Raises ValueError for a negative price, a fraction
-    outside [0, 1], or ``cached_input_fraction`` > 0 without ``usd_per_1k_cached_input``.
+    $1.25 per 1M, 2.69 $/1M at f = 0.1. Raises ValueError for a negative price (the cached
+    one too, whenever it is given), a fraction outside [0, 1], or ``cached_input_fraction``
+    > 0 without ``usd_per_1k_cached_input``; TypeError for a price that is not a number.
     """
     c_in = _check.non_negative("usd_per_1k_input", usd_per_1k_input)
     c_out = _check.non_negative("usd_per_1k_output", usd_per_1k_output)
     f = _check.fraction("output_fraction", output_fraction)
     h = _check.fraction("cached_input_fraction", cached_input_fraction)
+    # A stated cached price is checked even when no input is cached: a typo must not pass quietly.
+    c_cached = (None if usd_per_1k_cached_input is None
+                else _check.non_negative("usd_per_1k_cached_input", usd_per_1k_cached_input))
     if h == 0:
         return c_in * (1 - f) + c_out * f
-    if usd_per_1k_cached_input is None:
+    if c_cached is None:
         raise ValueError("usd_per_1k_cached_input is required when cached_input_fraction > 0 "
                          f"(got cached_input_fraction={cached_input_fraction!r})")
-    c_cached = _check.non_negative("usd_per_1k_cached_input", usd_per_1k_cached_input)
     return c_in * (1 - f) * (1 - h) + c_cached * (1 - f) * h + c_out * f
 
 
