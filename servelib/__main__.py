@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .audit import PlanError, audit, load_plan
+from .audit import audit, load_plan
 from .audit.report import report
 
 
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     for i, path in enumerate(args.plans):
         try:
             plan = load_plan(path)
-        except PlanError as e:
+        except (ValueError, TypeError) as e:          # PlanError, or a check deeper in servelib
             # The error names the file already when it could not be read.
             msg = str(e)
             print(msg if msg.startswith(str(path)) else f"{path}: invalid plan: {msg}", file=sys.stderr)

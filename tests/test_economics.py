@@ -1,5 +1,6 @@
 """servelib.economics: the syllabus numbers exactly, hand-computed cases, properties, bad input."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -475,7 +476,23 @@ def test_crossover_closed_form_equals_the_walk(price, rate, usd, g, lo, u, eng):
     (lambda: scenarios.SELF_HOST.crossover(1, batch=0), ValueError, "batch"),
     (lambda: scenarios.SELF_HOST.tco(1e9, 1, batch=0), ValueError, "batch"),
     (lambda: scenarios.SELF_HOST.lasting_crossover(1, batch=0), ValueError, "batch"),
+    # Inputs each in range whose result leaves a float's range: named, not inf nor OverflowError.
+    (lambda: ptus_needed(1e308, 0.5, input_tpm_per_ptu=1e-300), ValueError, "tokens_per_minute"),
+    (lambda: ptu_tokens_per_minute(1e308, 0.5, input_tpm_per_ptu=1e10), ValueError, "n_ptu"),
+    (lambda: ptu_capacity_tokens_per_month(1e305, 0.5), ValueError, "n_ptu"),
+    (lambda: ptu_monthly_cost_usd(1e308, "hourly"), ValueError, "n_ptu"),
+    (lambda: ptu_usd_per_tpm_month(0.5, input_tpm_per_ptu=1e-320), ValueError, "input_tpm_per_ptu"),
+    (lambda: break_even_tokens(1e308, 1e-300), ValueError, "monthly_commitment_usd"),
+    (lambda: break_even_utilization(13_140, 1e-300, C_IN, C_OUT, 0.5), ValueError, "capacity_tokens_per_month"),
+    (lambda: payg_cost_usd(1e308, 1e10), ValueError, "tokens"),
+    (lambda: self_hosted_unit_cost(1e308, 1e-300), ValueError, "monthly_tokens"),
+    (lambda: floor_break_even_utilization(1e308, 1e-300), ValueError, "floor_usd_per_tpm_month"),
+    (lambda: demand_trace(days=1, mean_tpm=1e308), ValueError, "mean_tpm"),
+    (lambda: spillover_cost([1e308, 1e308], 1e308, 1e308, 1e308), ValueError, "floor_tpm"),
+    (lambda: cheapest_floor([1e308, 1e308], 1e308, 1e300), ValueError, "floor_usd_per_tpm_month"),
 ])
 def test_bad_economics_input_is_named(call, exc, names):
-    with pytest.raises(exc, match=names):
-        call()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # no numpy overflow warning on the way
+        with pytest.raises(exc, match=names):
+            call()

@@ -302,14 +302,15 @@ class CapacityPlan:
         # Each value may lie in range while their combination overflows a float; say which.
         if self.has_ptu:
             from ..economics import break_even_utilization       # economics does not import the audit
-            u = break_even_utilization(self.monthly_commitment_usd, self.capacity_tokens_per_month,
+            try:
+                break_even_utilization(self.monthly_commitment_usd, self.capacity_tokens_per_month,
                                        self.usd_per_1k_input, self.usd_per_1k_output, self.output_fraction,
                                        output_weight=self.output_token_weight)
-            if not math.isfinite(u):
+            except ValueError:
                 raise PlanError("ptu.capacity_tokens_per_month",
                                 f"is too small for ptu.monthly_commitment_usd ({self.monthly_commitment_usd:g}) "
                                 f"at these prices: the break-even utilisation overflows; got "
-                                f"{self.capacity_tokens_per_month!r}")
+                                f"{self.capacity_tokens_per_month!r}") from None
         if self.has_self_hosting and not math.isfinite(self.engineering_fte * self.usd_per_fte_year):
             raise PlanError("self_hosting.engineering_fte",
                             f"times self_hosting.usd_per_fte_year ({self.usd_per_fte_year:g}) overflows a float; "

@@ -15,6 +15,7 @@ from ..hardware import GPUSpec, as_gpu
 from ..memory import capacity
 from ..models import ModelSpec
 from ..roofline import decode_tokens_per_s, predict_ttft_s
+from .payg import _finite
 from .prices import HOURS_PER_MONTH, SECONDS_PER_MONTH
 
 
@@ -22,11 +23,12 @@ def self_hosted_unit_cost(fixed_monthly_usd: float, monthly_tokens: float) -> fl
     """USD per 1k tokens of a deployment whose monthly cost is fixed: ``fixed / tokens * 1000``.
 
     Every self-hosted cost is fixed per month (GPUs rented or owned, people), so the unit
-    cost falls as 1/volume: a utilisation bet. Raises ValueError for a negative cost or a
-    volume that is not > 0.
+    cost falls as 1/volume: a utilisation bet. Raises ValueError for a negative cost, a
+    volume that is not > 0, or a cost that overflows a float.
     """
-    return (_check.non_negative("fixed_monthly_usd", fixed_monthly_usd)
-            / _check.positive("monthly_tokens", monthly_tokens) * 1000)
+    usd = (_check.non_negative("fixed_monthly_usd", fixed_monthly_usd)
+           / _check.positive("monthly_tokens", monthly_tokens) * 1000)
+    return _finite("the unit cost", usd, fixed_monthly_usd=fixed_monthly_usd, monthly_tokens=monthly_tokens)
 
 
 @dataclass(frozen=True)
