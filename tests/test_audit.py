@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from servelib.audit import CODES, CapacityPlan, Finding, audit, derive, right_tp_degree
+from servelib.audit import CODES, CapacityPlan, Finding, PlanError, audit, derive, right_tp_degree
 from servelib.audit.examples import mistake_plans, sound_plan, war_stories
 from servelib.economics import MINUTES_PER_MONTH, ptu_break_even_utilization, ptu_monthly_cost_usd
 from servelib.units import GiB, KiB
@@ -224,3 +224,27 @@ def test_token_budget_below_the_batch():
     assert (f.code, f.field, f.wrong, f.right) == ("token-budget-below-batch", "serving.max_batched_tokens", 1, 256)
     # The simulator's own rule: a budget equal to the batch is accepted.
     assert codes(dataclasses.replace(sound_plan(), max_batched_tokens=256)) == []
+
+
+@pytest.mark.parametrize("changes, table", [
+    # Each value in range; together the arithmetic leaves a float's range.
+    (dict(monthly_commitment_usd=1e300, usd_per_1k_input=1e-300, monthly_tokens=1e20), "ptu"),
+    (dict(n_params=1e300, usd_per_1k_output=1e300, capacity_tokens_per_month=1e-300), "ptu"),
+    (dict(monthly_tokens=1e300, gpu_usd_per_hour=1e300), "self_hosting"),
+])
+def test_unpriceable_tables_are_named(changes, table):
+    plan = dataclasses.replace(sound_plan(), **changes)
+    with pytest.raises(PlanError, match=f"^{table}: cannot be priced"):
+        audit(plan)
+
+
+def test_no_speed_to_quote_is_no_crash():
+    # Shared tiers on a deployment that does not fit: the finding stands, without a TPOT.
+    plan = dataclasses.replace(mistake_plans()["shared-interactive-batch"], context_len=10_000_000)
+    assert "shared-interactive-batch" in codes(plan) and "weights-exceed-device" in codes(plan)
+    # A parameter override far below the preset keeps at least one active parameter.
+    from servelib.audit import plan_model
+    from servelib.audit.examples import moe_plan
+    tiny = dataclasses.replace(moe_plan(), n_params=1.0, claimed_concurrency=None)
+    assert (plan_model(tiny).n_params, plan_model(tiny).n_active_params) == (1, 1)
+    derive(tiny)                          # once a ValueError: n_active_params rounded to 0

@@ -80,6 +80,17 @@ def test_negative_or_out_of_range_is_named(old, new, field):
         parse_plan(_replace(SOUND, old, new))
 
 
+@pytest.mark.parametrize("key", ["bytes_per_param", "kv_bytes_per_elem"])
+def test_bytes_per_value_lies_between_one_bit_and_fp64(key):
+    # Outside is no number format: it would overflow the memory arithmetic instead.
+    text = _replace(SOUND, "n_params = 70_000_000_000", f"n_params = 70_000_000_000\n{key} = 1e300")
+    with pytest.raises(PlanError, match=rf"deployment.{key}: must lie in \[0.125, 8\]"):
+        parse_plan(text)
+    with pytest.raises(PlanError, match=rf"deployment.{key}: must lie in \[0.125, 8\]"):
+        parse_plan(text.replace("1e300", "1e-300"))
+    parse_plan(text.replace("1e300", "8"))
+
+
 def test_unknown_model_and_gpu_list_the_presets():
     with pytest.raises(PlanError, match=r"deployment.model: unknown model 'llama-5'.*llama-3-70b"):
         parse_plan(_replace(SOUND, "\"llama-3-70b\"", "\"llama-5\""))

@@ -10,6 +10,7 @@ plan got wrong.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -28,7 +29,7 @@ from ..sim import simulate, workloads
 from ..sim.core import token_budget
 from .findings import Finding
 from .levers import quantization_findings, speculative_findings
-from .plan import CapacityPlan
+from .plan import CapacityPlan, PlanError
 from .pools import pool_findings
 
 #: Working-space reserve the audit uses where a plan kept none: the syllabus's "~10%".
@@ -56,7 +57,8 @@ def plan_model(plan: CapacityPlan) -> ModelSpec:
     if plan.n_params is None:
         return m
     n = round(plan.n_params)
-    return dataclasses.replace(m, n_params=n, n_active_params=round(n * m.n_active_params / m.n_params))
+    # At least one active parameter: a tiny override must not round a mixture of experts to none.
+    return dataclasses.replace(m, n_params=n, n_active_params=max(1, round(n * m.n_active_params / m.n_params)))
 
 
 def _capacity(plan, model=None, *, tp_degree=None, reserve_fraction=None):
@@ -184,8 +186,24 @@ def plan_tco(plan: CapacityPlan, monthly_tokens: float | None = None):
                            **_tco_kwargs(plan))
 
 
+@contextlib.contextmanager
+def _pricing(table):
+    """Re-raise a ValueError from the economics as a PlanError naming the plan's table: every
+    field lay in its range, but together they leave a float's range (a 1e300-USD commitment
+    on a capacity of 1e-300 tokens), so the plan is invalid, not a crash of the audit."""
+    try:
+        yield
+    except PlanError:
+        raise
+    except ValueError as e:
+        raise PlanError(table, f"cannot be priced with these values together: {e}") from None
+
+
 def derive(plan: CapacityPlan) -> Derived:
-    """The capacity figures of ``plan`` (see :class:`Derived`), from servelib's formulas."""
+    """The capacity figures of ``plan`` (see :class:`Derived`), from servelib's formulas.
+
+    Raises :class:`PlanError` naming ``ptu`` or ``self_hosting`` when that table's values,
+    each in range, cannot be priced together (the arithmetic leaves a float's range)."""
     model = plan_model(plan)
     gpu = plan.gpu_spec()
     cap = _capacity(plan, model)
@@ -196,6 +214,15 @@ def derive(plan: CapacityPlan) -> Derived:
     except ValueError:
         min_tp = None
     batch = max(1, min(plan.max_batch, cap.sequences_per_replica))
+    be = floor_p = unit_cost = cross = None
+    if plan.has_ptu:
+        with _pricing("ptu"):
+            be = _break_even(plan, plan.output_fraction)
+            floor_p = cheapest_floor_percentile(be)
+    if plan.has_self_hosting and cap.fits:
+        with _pricing("self_hosting"):
+            unit_cost = plan_tco(plan).unit_cost_usd_per_1k
+            cross = crossover_tokens_per_month(_blended(plan), **_tco_kwargs(plan))
     common = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param, tp_degree=plan.tp_degree)
     return Derived(
         weights_bytes=weight_bytes(model, plan.bytes_per_param),
@@ -212,12 +239,10 @@ def derive(plan: CapacityPlan) -> Derived:
         decode_batch=batch,
         tpot_s=(predict_tpot_s(model, gpu, batch, plan.context_len, bytes_per_elem=plan.kv_bytes_per_elem,
                                **common) if cap.fits else None),
-        break_even_utilization=_break_even(plan, plan.output_fraction) if plan.has_ptu else None,
-        self_hosted_usd_per_1k=plan_tco(plan).unit_cost_usd_per_1k if plan.has_self_hosting and cap.fits else None,
-        crossover_tokens_per_month=(crossover_tokens_per_month(_blended(plan), **_tco_kwargs(plan))
-                                    if plan.has_self_hosting and cap.fits else None),
-        cheapest_floor_percentile=(cheapest_floor_percentile(_break_even(plan, plan.output_fraction))
-                                   if plan.has_ptu else None),
+        break_even_utilization=be,
+        self_hosted_usd_per_1k=unit_cost,
+        crossover_tokens_per_month=cross,
+        cheapest_floor_percentile=floor_p,
     )
 
 
@@ -339,11 +364,12 @@ def _serving_findings(plan, d):
     if plan.shared_tiers:
         kw = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
                   bytes_per_elem=plan.kv_bytes_per_elem, tp_degree=plan.tp_degree)
-        alone = predict_tpot_s(model, gpu, 1, plan.context_len, **kw)
+        # A deployment that does not fit has no speed to quote (weights-exceed-device says so).
+        waits = "" if d.tpot_s is None else (
+            f"at the batch tier's batch of {d.decode_batch} a chat user waits {d.tpot_s * 1e3:.0f} ms per "
+            f"token, against {predict_tpot_s(model, gpu, 1, plan.context_len, **kw) * 1e3:.0f} ms alone")
         out.append(Finding("shared-interactive-batch", "serving.shared_tiers", "one deployment",
-                           "one deployment per tier", "",
-                           f"at the batch tier's batch of {d.decode_batch} a chat user waits "
-                           f"{d.tpot_s * 1e3:.0f} ms per token, against {alone * 1e3:.0f} ms alone"))
+                           "one deployment per tier", "", waits))
     return out
 
 
@@ -454,9 +480,11 @@ def audit(plan: CapacityPlan) -> list[Finding]:
     found = {}
     findings = _memory_findings(plan, d) + _serving_findings(plan, d)
     if plan.has_ptu:
-        findings += _ptu_findings(plan, d)
+        with _pricing("ptu"):
+            findings += _ptu_findings(plan, d)
     if plan.has_self_hosting:
-        findings += _self_hosting_findings(plan, d)
+        with _pricing("self_hosting"):
+            findings += _self_hosting_findings(plan, d)
     model = plan_model(plan)
     findings += quantization_findings(plan, d, model) + speculative_findings(plan, d, model)
     if d.weights_fit:

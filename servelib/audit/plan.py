@@ -85,6 +85,12 @@ def _reserve(name, v):
     return _number(name, v, lo_open=False, hi=1.0)
 
 
+def _bytes_per_value(name, v):
+    # Number formats for weights or a KV cache lie between 1 bit (1/8 byte) and fp64 (8 bytes);
+    # a value outside would overflow the memory arithmetic rather than describe a model.
+    return _number(name, v, lo=0.125, lo_open=False, hi=8.0, hi_open=False)
+
+
 def _percentile(name, v):
     return _number(name, v, lo_open=False, hi=100.0, hi_open=False)
 
@@ -187,8 +193,8 @@ class CapacityPlan:
     description: str = _f("plan.description", _text, "")
     n_params: float | None = _f("deployment.n_params", _positive, None,
                                 "parameter count for the weights when it differs from the preset's")
-    bytes_per_param: float = _f("deployment.bytes_per_param", _positive, 2.0)
-    kv_bytes_per_elem: float = _f("deployment.kv_bytes_per_elem", _positive, 2.0)
+    bytes_per_param: float = _f("deployment.bytes_per_param", _bytes_per_value, 2.0)
+    kv_bytes_per_elem: float = _f("deployment.kv_bytes_per_elem", _bytes_per_value, 2.0)
     dtype: str = _f("deployment.dtype", _one_of(*DTYPES), "bf16")
     target_concurrency: int = _f("deployment.target_concurrency", _integer, 1,
                                  "conversations the deployment must hold at once")
