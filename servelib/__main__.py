@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .audit import PlanError, audit, load_plan
+from .audit import audit, load_plan
 from .audit.report import report
 
 
@@ -30,16 +30,24 @@ def main(argv=None) -> int:
     for i, path in enumerate(args.plans):
         try:
             plan = load_plan(path)
-        except PlanError as e:
+        except (ValueError, TypeError) as e:          # PlanError, or a check deeper in servelib
             # The error names the file already when it could not be read.
             msg = str(e)
             print(msg if msg.startswith(str(path)) else f"{path}: invalid plan: {msg}", file=sys.stderr)
             status = 2
             continue
+        try:
+            text, found = report(plan), audit(plan)
+        except (ValueError, TypeError) as e:
+            # A combination of valid fields that servelib cannot plan: a usage error, not a
+            # traceback. PlanError names the field; anything else is quoted with the file.
+            print(f"{path}: invalid plan: {e}", file=sys.stderr)
+            status = 2
+            continue
         if i:
             print()
-        print(report(plan), end="")
-        if audit(plan) and status == 0:
+        print(text, end="")
+        if found and status == 0:
             status = 1
     return status
 

@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from servelib.audit import CODES, CapacityPlan, Finding, audit, derive, right_tp_degree
+from servelib.audit import CODES, CapacityPlan, Finding, PlanError, audit, derive, right_tp_degree
 from servelib.audit.examples import mistake_plans, sound_plan, war_stories
 from servelib.economics import MINUTES_PER_MONTH, ptu_break_even_utilization, ptu_monthly_cost_usd
 from servelib.units import GiB, KiB
@@ -194,3 +194,57 @@ def test_tokens_per_ptu_constant_found_from_the_numbers_too():
 def test_static_batching_finding_comes_from_the_simulator():
     f, = audit(mistake_plans()["static-batching-uneven-outputs"])
     assert round(f.wrong / f.right, 1) == 2.8 and "5.0x lower mean latency" in f.detail
+
+
+# --- plans that cannot work: a target, a latency or a token budget the hardware cannot meet ---
+
+def test_a_target_no_tp_degree_meets():
+    f, = audit(dataclasses.replace(sound_plan(), target_concurrency=200))
+    # The report already said "none meets the target"; 183 is the most any TP degree holds.
+    assert (f.code, f.field, f.wrong, f.right) == ("target-concurrency-unmet", "deployment.target_concurrency",
+                                                   200, 183)
+    assert codes(dataclasses.replace(sound_plan(), target_concurrency=183)) == []
+
+
+def test_latency_targets_below_the_roofline():
+    plan = dataclasses.replace(sound_plan(), ttft_slo_s=0.01, tpot_slo_s=0.001)
+    d = derive(plan)
+    f, = audit(plan)
+    assert (f.code, f.field, f.wrong) == ("slo-below-roofline", "slo.tpot_s", 1.0)
+    assert f.right == pytest.approx(d.tpot_s * 1e3) and round(f.right) == 24
+    assert "36.2 ms against a 10 ms TTFT target" in f.detail
+    # TTFT alone missed: named by its own field.
+    f, = audit(dataclasses.replace(plan, tpot_slo_s=0.05))
+    assert (f.field, f.wrong, round(f.right)) == ("slo.ttft_s", 10, 36)
+    assert codes(dataclasses.replace(plan, ttft_slo_s=0.05, tpot_slo_s=0.05)) == []
+
+
+def test_token_budget_below_the_batch():
+    f, = audit(dataclasses.replace(sound_plan(), max_batched_tokens=1))
+    assert (f.code, f.field, f.wrong, f.right) == ("token-budget-below-batch", "serving.max_batched_tokens", 1, 256)
+    # The simulator's own rule: a budget equal to the batch is accepted.
+    assert codes(dataclasses.replace(sound_plan(), max_batched_tokens=256)) == []
+
+
+@pytest.mark.parametrize("changes, table", [
+    # Each value in range; together the arithmetic leaves a float's range.
+    (dict(monthly_commitment_usd=1e300, usd_per_1k_input=1e-300, monthly_tokens=1e20), "ptu"),
+    (dict(n_params=1e300, usd_per_1k_output=1e300, capacity_tokens_per_month=1e-300), "ptu"),
+    (dict(monthly_tokens=1e300, gpu_usd_per_hour=1e300), "self_hosting"),
+])
+def test_unpriceable_tables_are_named(changes, table):
+    plan = dataclasses.replace(sound_plan(), **changes)
+    with pytest.raises(PlanError, match=f"^{table}: cannot be priced"):
+        audit(plan)
+
+
+def test_no_speed_to_quote_is_no_crash():
+    # Shared tiers on a deployment that does not fit: the finding stands, without a TPOT.
+    plan = dataclasses.replace(mistake_plans()["shared-interactive-batch"], context_len=10_000_000)
+    assert "shared-interactive-batch" in codes(plan) and "weights-exceed-device" in codes(plan)
+    # A parameter override far below the preset keeps at least one active parameter.
+    from servelib.audit import plan_model
+    from servelib.audit.examples import moe_plan
+    tiny = dataclasses.replace(moe_plan(), n_params=1.0, claimed_concurrency=None)
+    assert (plan_model(tiny).n_params, plan_model(tiny).n_active_params) == (1, 1)
+    derive(tiny)                          # once a ValueError: n_active_params rounded to 0

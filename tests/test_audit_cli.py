@@ -52,3 +52,28 @@ def test_invalid_plan_wins_over_findings(tmp_path):
     bad.write_text(plan_to_toml(mistake_plans()["queue-never-fits"]))
     invalid.write_text("[plan]\nname = \"x\"\n")
     assert run(bad, invalid).returncode == 2
+
+
+def test_unplannable_plans_exit_2_naming_the_field(tmp_path):
+    # Each once ended in a traceback (or an endless loop) instead of a usage error.
+    sound = plan_to_toml(sound_plan())
+    cases = {"deployment.dtype": sound.replace("\"h100-sxm\"", "\"a100-80gb\"\ndtype = \"fp8\""),
+             "deployment.tp_degree": sound.replace("n_gpus = 8", "n_gpus = 3").replace("tp_degree = 8", "tp_degree = 3"),
+             "ptu.capacity_tokens_per_month": sound.replace("capacity_tokens_per_month = 5_256_000_000",
+                                                            "capacity_tokens_per_month = 1e-300")}
+    for field, text in cases.items():
+        p = tmp_path / "plan.toml"
+        p.write_text(text)
+        r = subprocess.run([sys.executable, "-m", "servelib", str(p)], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120)
+        assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+
+
+def test_a_huge_engineering_line_ends_with_no_crossover(tmp_path):
+    p = tmp_path / "plan.toml"
+    p.write_text(plan_to_toml(sound_plan()).replace("engineering_fte = 0.25", "engineering_fte = 1e300"))
+    r = subprocess.run([sys.executable, "-m", "servelib", str(p)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "crossover           none: self-hosting never costs less than pay-as-you-go" in r.stdout

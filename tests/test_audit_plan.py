@@ -80,6 +80,17 @@ def test_negative_or_out_of_range_is_named(old, new, field):
         parse_plan(_replace(SOUND, old, new))
 
 
+@pytest.mark.parametrize("key", ["bytes_per_param", "kv_bytes_per_elem"])
+def test_bytes_per_value_lies_between_one_bit_and_fp64(key):
+    # Outside is no number format: it would overflow the memory arithmetic instead.
+    text = _replace(SOUND, "n_params = 70_000_000_000", f"n_params = 70_000_000_000\n{key} = 1e300")
+    with pytest.raises(PlanError, match=rf"deployment.{key}: must lie in \[0.125, 8\]"):
+        parse_plan(text)
+    with pytest.raises(PlanError, match=rf"deployment.{key}: must lie in \[0.125, 8\]"):
+        parse_plan(text.replace("1e300", "1e-300"))
+    parse_plan(text.replace("1e300", "8"))
+
+
 def test_unknown_model_and_gpu_list_the_presets():
     with pytest.raises(PlanError, match=r"deployment.model: unknown model 'llama-5'.*llama-3-70b"):
         parse_plan(_replace(SOUND, "\"llama-3-70b\"", "\"llama-5\""))
@@ -104,6 +115,40 @@ def test_cross_field_checks():
         parse_plan(_replace(SOUND, "tp_degree = 8", "tp_degree = 3"))
     with pytest.raises(PlanError, match="workload.prompt_len: must be shorter"):
         parse_plan(_replace(SOUND, "prompt_len = 2_048", "prompt_len = 9000"))
+
+
+_INLINE_7_HEADS = """
+[model]
+name = "odd"
+hidden_size = 8192
+num_hidden_layers = 80
+num_attention_heads = 7
+num_key_value_heads = 7
+intermediate_size = 28672
+vocab_size = 128256
+tie_word_embeddings = false
+"""
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    # Valid one by one, unplannable together: named up front, not a traceback from the roofline.
+    (lambda t: t.replace("\"h100-sxm\"", "\"t4\""), "deployment.dtype", "'bf16' has no dense rate on t4"),
+    (lambda t: t.replace("\"h100-sxm\"", "\"a100-80gb\"\ndtype = \"fp8\""), "deployment.dtype",
+     "'fp8' has no dense rate on a100-80gb"),
+    (lambda t: t + "\n[gpu]\nmemory_gib = 80\nbandwidth_GBps = 3350\ntflops = {fp32 = 67}\n",
+     "deployment.dtype", "gpu.tflops gives fp32"),
+    (lambda t: t.replace("n_gpus = 8", "n_gpus = 3").replace("tp_degree = 8", "tp_degree = 3"),
+     "deployment.tp_degree", "8 KV heads"),
+    (lambda t: t.replace("model = \"llama-3-70b\"\n", "") + _INLINE_7_HEADS, "deployment.tp_degree",
+     "7 attention heads"),
+    (lambda t: t.replace("capacity_tokens_per_month = 5_256_000_000", "capacity_tokens_per_month = 1e-300"),
+     "ptu.capacity_tokens_per_month", "break-even utilisation overflows"),
+    (lambda t: t.replace("engineering_fte = 0.25", "engineering_fte = 1e300").replace(
+        "usd_per_fte_year = 180_000", "usd_per_fte_year = 1e300"), "self_hosting.engineering_fte", "overflows"),
+])
+def test_unplannable_combinations_are_named(edit, field, words):
+    with pytest.raises(PlanError, match=f"^{field}: .*{words}"):
+        parse_plan(edit(SOUND))
 
 
 def test_broken_toml_and_missing_file():

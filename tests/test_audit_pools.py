@@ -31,8 +31,8 @@ def test_chunks_that_fit_the_target_clear_it():
 def test_separate_pools_or_a_loose_target_clear_it():
     assert audit(dataclasses.replace(PLAN, pools="disaggregated")) == []
     assert audit(dataclasses.replace(PLAN, tpot_slo_s=0.05)) == []
-    # A target the decode step alone misses is a different problem (batch or TP), not this one.
-    assert audit(dataclasses.replace(PLAN, tpot_slo_s=0.02)) == []
+    # A target the decode step alone misses is a different problem (batch or TP), with its own code.
+    assert [f.code for f in audit(dataclasses.replace(PLAN, tpot_slo_s=0.02))] == ["slo-below-roofline"]
     assert audit(sound_plan()) == []
 
 

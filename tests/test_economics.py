@@ -1,5 +1,6 @@
 """servelib.economics: the syllabus numbers exactly, hand-computed cases, properties, bad input."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -417,3 +418,81 @@ def test_lasting_crossover_of_the_chapter():
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# --- fuzz-found defects: each kind pinned --------------------------------------------------
+
+def _break_even_price(rate, usd_per_gpu_hour, max_utilization=0.6):
+    """The PAYG price (USD per 1k) at which one replica exactly pays for the load it carries."""
+    return usd_per_gpu_hour * 730 / (rate * 730 * 3600 * max_utilization) * 1000
+
+
+def _walk_up_the_steps(price, rate, usd, **kw):
+    """The crossover by the definition: the first replica count whose break-even its step serves."""
+    first = self_hosted_tco(0, rate, usd, **kw)
+    s, t = first.gpu_usd / first.n_replicas, first.capacity_tokens / first.n_replicas * kw.get("max_utilization", 0.6)
+    k = first.n_replicas
+    while (k * s + first.engineering_usd) / price * 1000 > k * t:
+        k += 1
+    return max((k * s + first.engineering_usd) / price * 1000, (k - 1) * t if k > first.n_replicas else 0.0)
+
+
+def test_crossover_with_a_thin_margin_is_a_closed_form_not_a_walk():
+    # 1e-9 above the break-even price a replica gains almost nothing on PAYG, so a million-dollar
+    # engineer needs ~1e11 replicas: answered at once, on the line k s + E = k T p.
+    be = _break_even_price(1000, 1.0)
+    kw = dict(n_engineers=1, usd_per_engineer_year=1e6)
+    v = crossover_tokens_per_month(be * (1 + 1e-9), 1000, 1.0, **kw)
+    s, t = 730.0, 1000 * 730 * 3600 * 0.6
+    k = math.ceil(1e6 / 12 / (t * be * (1 + 1e-9) / 1000 - s))
+    assert v == pytest.approx((k * s + 1e6 / 12) / (be * (1 + 1e-9)) * 1000, rel=1e-6)
+    assert lasting_crossover_tokens_per_month(be * (1 + 1e-9), 1000, 1.0, **kw) >= v
+    # A volume past what a float holds is "never", not an OverflowError.
+    assert crossover_tokens_per_month(be * (1 + 1e-9), 1000, 1.0, n_engineers=1e300,
+                                      usd_per_engineer_year=1e6) == math.inf
+
+
+@settings(max_examples=200, deadline=None)
+@given(price=st.floats(1e-4, 1e-1), rate=st.floats(1, 1e4), usd=st.floats(0.1, 10),
+       g=st.sampled_from([1, 2, 4, 8]), lo=st.integers(1, 4), u=st.sampled_from([0.3, 0.6, 1.0]),
+       eng=st.sampled_from([0, 0.25, 2, 10]))
+def test_crossover_closed_form_equals_the_walk(price, rate, usd, g, lo, u, eng):
+    kw = dict(gpus_per_replica=g, min_replicas=lo, max_utilization=u, n_engineers=eng, usd_per_engineer_year=180_000)
+    if _break_even_price(rate * g, usd * g, u) >= price:
+        assert crossover_tokens_per_month(price, rate, usd, **kw) == math.inf
+    else:
+        assert crossover_tokens_per_month(price, rate, usd, **kw) == _walk_up_the_steps(price, rate, usd, **kw)
+
+
+@pytest.mark.parametrize("call, exc, names", [
+    (lambda: self_hosted_tco(1e308, 1e-5, 1e308), ValueError, "usd_per_gpu_hour"),
+    (lambda: self_hosted_tco(0, 1, 1, n_engineers=1e300, usd_per_engineer_year=1e300), ValueError, "n_engineers"),
+    (lambda: scenarios.Commitment(1, 1).break_even_utilization(0.5, price=None), TypeError, "price"),
+    (lambda: scenarios.SELF_HOST.blended_usd_per_1k("gpt-4o"), TypeError, "price"),
+    (lambda: replica_throughput("llama-3-70b", "h100-sxm", batch=1, context_len=4096, output_fraction=0.5,
+                                tp_degree=4), TypeError, "get_model"),
+    (lambda: blended_price(C_IN, C_OUT, 0.5, usd_per_1k_cached_input="x"), TypeError, "usd_per_1k_cached_input"),
+    (lambda: blended_price(C_IN, C_OUT, 0.5, usd_per_1k_cached_input=-1), ValueError, "usd_per_1k_cached_input"),
+    (lambda: scenarios.SELF_HOST.crossover(1, batch=0), ValueError, "batch"),
+    (lambda: scenarios.SELF_HOST.tco(1e9, 1, batch=0), ValueError, "batch"),
+    (lambda: scenarios.SELF_HOST.lasting_crossover(1, batch=0), ValueError, "batch"),
+    # Inputs each in range whose result leaves a float's range: named, not inf nor OverflowError.
+    (lambda: ptus_needed(1e308, 0.5, input_tpm_per_ptu=1e-300), ValueError, "tokens_per_minute"),
+    (lambda: ptu_tokens_per_minute(1e308, 0.5, input_tpm_per_ptu=1e10), ValueError, "n_ptu"),
+    (lambda: ptu_capacity_tokens_per_month(1e305, 0.5), ValueError, "n_ptu"),
+    (lambda: ptu_monthly_cost_usd(1e308, "hourly"), ValueError, "n_ptu"),
+    (lambda: ptu_usd_per_tpm_month(0.5, input_tpm_per_ptu=1e-320), ValueError, "input_tpm_per_ptu"),
+    (lambda: break_even_tokens(1e308, 1e-300), ValueError, "monthly_commitment_usd"),
+    (lambda: break_even_utilization(13_140, 1e-300, C_IN, C_OUT, 0.5), ValueError, "capacity_tokens_per_month"),
+    (lambda: payg_cost_usd(1e308, 1e10), ValueError, "tokens"),
+    (lambda: self_hosted_unit_cost(1e308, 1e-300), ValueError, "monthly_tokens"),
+    (lambda: floor_break_even_utilization(1e308, 1e-300), ValueError, "floor_usd_per_tpm_month"),
+    (lambda: demand_trace(days=1, mean_tpm=1e308), ValueError, "mean_tpm"),
+    (lambda: spillover_cost([1e308, 1e308], 1e308, 1e308, 1e308), ValueError, "floor_tpm"),
+    (lambda: cheapest_floor([1e308, 1e308], 1e308, 1e300), ValueError, "floor_usd_per_tpm_month"),
+])
+def test_bad_economics_input_is_named(call, exc, names):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # no numpy overflow warning on the way
+        with pytest.raises(exc, match=names):
+            call()

@@ -10,6 +10,7 @@ plan got wrong.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -25,9 +26,10 @@ from ..models import ModelSpec
 from ..hardware import ridge_point
 from ..roofline import compute_utilization, decode_intensity, decode_tokens_per_s, predict_tpot_s, predict_ttft_s
 from ..sim import simulate, workloads
+from ..sim.core import token_budget
 from .findings import Finding
 from .levers import quantization_findings, speculative_findings
-from .plan import CapacityPlan
+from .plan import CapacityPlan, PlanError
 from .pools import pool_findings
 
 #: Working-space reserve the audit uses where a plan kept none: the syllabus's "~10%".
@@ -55,7 +57,8 @@ def plan_model(plan: CapacityPlan) -> ModelSpec:
     if plan.n_params is None:
         return m
     n = round(plan.n_params)
-    return dataclasses.replace(m, n_params=n, n_active_params=round(n * m.n_active_params / m.n_params))
+    # At least one active parameter: a tiny override must not round a mixture of experts to none.
+    return dataclasses.replace(m, n_params=n, n_active_params=max(1, round(n * m.n_active_params / m.n_params)))
 
 
 def _capacity(plan, model=None, *, tp_degree=None, reserve_fraction=None):
@@ -77,13 +80,26 @@ def right_tp_degree(plan: CapacityPlan) -> int | None:
     are skipped. ``None`` when no degree up to ``n_gpus`` meets the target.
     """
     model = plan_model(plan)
-    for tp in range(1, plan.n_gpus + 1):
-        if plan.n_gpus % tp or model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads):
-            continue
+    for tp in _valid_tp_degrees(plan):
         if _capacity(plan, model, tp_degree=tp, reserve_fraction=_sound_reserve(plan)).concurrency \
                 >= plan.target_concurrency:
             return tp
     return None
+
+
+def _valid_tp_degrees(plan):
+    """TP degrees that divide ``n_gpus`` and split the model's heads."""
+    model = plan_model(plan)
+    return [tp for tp in range(1, plan.n_gpus + 1)
+            if not (plan.n_gpus % tp or model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads))]
+
+
+def max_concurrency_any_tp(plan: CapacityPlan) -> int:
+    """The most conversations ``n_gpus`` can hold at any valid TP degree, with the plan's reserve
+    (the syllabus's 10% where it kept none): what :func:`right_tp_degree` compares the target with."""
+    model = plan_model(plan)
+    return max(_capacity(plan, model, tp_degree=tp, reserve_fraction=_sound_reserve(plan)).concurrency
+               for tp in _valid_tp_degrees(plan))
 
 
 @dataclass(frozen=True)
@@ -170,8 +186,24 @@ def plan_tco(plan: CapacityPlan, monthly_tokens: float | None = None):
                            **_tco_kwargs(plan))
 
 
+@contextlib.contextmanager
+def _pricing(table):
+    """Re-raise a ValueError from the economics as a PlanError naming the plan's table: every
+    field lay in its range, but together they leave a float's range (a 1e300-USD commitment
+    on a capacity of 1e-300 tokens), so the plan is invalid, not a crash of the audit."""
+    try:
+        yield
+    except PlanError:
+        raise
+    except ValueError as e:
+        raise PlanError(table, f"cannot be priced with these values together: {e}") from None
+
+
 def derive(plan: CapacityPlan) -> Derived:
-    """The capacity figures of ``plan`` (see :class:`Derived`), from servelib's formulas."""
+    """The capacity figures of ``plan`` (see :class:`Derived`), from servelib's formulas.
+
+    Raises :class:`PlanError` naming ``ptu`` or ``self_hosting`` when that table's values,
+    each in range, cannot be priced together (the arithmetic leaves a float's range)."""
     model = plan_model(plan)
     gpu = plan.gpu_spec()
     cap = _capacity(plan, model)
@@ -182,6 +214,15 @@ def derive(plan: CapacityPlan) -> Derived:
     except ValueError:
         min_tp = None
     batch = max(1, min(plan.max_batch, cap.sequences_per_replica))
+    be = floor_p = unit_cost = cross = None
+    if plan.has_ptu:
+        with _pricing("ptu"):
+            be = _break_even(plan, plan.output_fraction)
+            floor_p = cheapest_floor_percentile(be)
+    if plan.has_self_hosting and cap.fits:
+        with _pricing("self_hosting"):
+            unit_cost = plan_tco(plan).unit_cost_usd_per_1k
+            cross = crossover_tokens_per_month(_blended(plan), **_tco_kwargs(plan))
     common = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param, tp_degree=plan.tp_degree)
     return Derived(
         weights_bytes=weight_bytes(model, plan.bytes_per_param),
@@ -198,12 +239,10 @@ def derive(plan: CapacityPlan) -> Derived:
         decode_batch=batch,
         tpot_s=(predict_tpot_s(model, gpu, batch, plan.context_len, bytes_per_elem=plan.kv_bytes_per_elem,
                                **common) if cap.fits else None),
-        break_even_utilization=_break_even(plan, plan.output_fraction) if plan.has_ptu else None,
-        self_hosted_usd_per_1k=plan_tco(plan).unit_cost_usd_per_1k if plan.has_self_hosting and cap.fits else None,
-        crossover_tokens_per_month=(crossover_tokens_per_month(_blended(plan), **_tco_kwargs(plan))
-                                    if plan.has_self_hosting and cap.fits else None),
-        cheapest_floor_percentile=(cheapest_floor_percentile(_break_even(plan, plan.output_fraction))
-                                   if plan.has_ptu else None),
+        break_even_utilization=be,
+        self_hosted_usd_per_1k=unit_cost,
+        crossover_tokens_per_month=cross,
+        cheapest_floor_percentile=floor_p,
     )
 
 
@@ -251,6 +290,13 @@ def _memory_findings(plan, d):
             code = "claimed-number-wrong"
         out.append(Finding(code, "claims.concurrency", claimed, d.concurrency if d.weights_fit else sound,
                            "conversations", "recomputed from the KV budget after weights and reserve"))
+    if d.right_tp_degree is None:
+        best = max_concurrency_any_tp(plan)
+        out.append(Finding(
+            "target-concurrency-unmet", "deployment.target_concurrency", plan.target_concurrency, best,
+            "conversations",
+            f"at most {best} conversations of {plan.context_len:,} tokens fit on {plan.n_gpus} x {plan.gpu} "
+            f"at any TP degree (with a {_sound_reserve(plan):.0%} reserve): add GPUs or shorten the context"))
     if d.weights_fit and d.right_tp_degree is not None and plan.tp_degree > d.right_tp_degree:
         out.append(Finding(
             "max-tp-degree", "deployment.tp_degree", plan.tp_degree, d.right_tp_degree, "devices",
@@ -305,15 +351,49 @@ def _serving_findings(plan, d):
             out.append(Finding("queue-never-fits", "serving.oversize_requests", "queue", "reject", "",
                                f"a request longer than {limit:,} tokens (a replica's whole KV budget) "
                                "can never be admitted"))
+    try:
+        token_budget(plan.max_batched_tokens, plan.max_batch)      # the simulator's own rule
+    except ValueError:
+        out.append(Finding("token-budget-below-batch", "serving.max_batched_tokens", plan.max_batched_tokens,
+                           plan.max_batch, "tokens per step",
+                           f"{plan.max_batch} running sequences need {plan.max_batch} tokens of every step "
+                           "to decode, before any prompt is admitted"))
+    missed = _slo_missed(plan, d)
+    if missed:
+        out.append(missed)
     if plan.shared_tiers:
         kw = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param,
                   bytes_per_elem=plan.kv_bytes_per_elem, tp_degree=plan.tp_degree)
-        alone = predict_tpot_s(model, gpu, 1, plan.context_len, **kw)
+        # A deployment that does not fit has no speed to quote (weights-exceed-device says so).
+        waits = "" if d.tpot_s is None else (
+            f"at the batch tier's batch of {d.decode_batch} a chat user waits {d.tpot_s * 1e3:.0f} ms per "
+            f"token, against {predict_tpot_s(model, gpu, 1, plan.context_len, **kw) * 1e3:.0f} ms alone")
         out.append(Finding("shared-interactive-batch", "serving.shared_tiers", "one deployment",
-                           "one deployment per tier", "",
-                           f"at the batch tier's batch of {d.decode_batch} a chat user waits "
-                           f"{d.tpot_s * 1e3:.0f} ms per token, against {alone * 1e3:.0f} ms alone"))
+                           "one deployment per tier", "", waits))
     return out
+
+
+def _slo_missed(plan, d):
+    """``slo-below-roofline`` when a latency target is below the roofline's own prediction:
+    TTFT below one prompt's prefill on an idle replica, TPOT below a decode step at the batch
+    the plan runs. Queueing and scheduling only add to those times."""
+    if plan.ttft_slo_s is None or not d.weights_fit:
+        return None
+    misses = [(fld, target, got) for fld, target, got in
+              (("slo.tpot_s", plan.tpot_slo_s, d.tpot_s), ("slo.ttft_s", plan.ttft_slo_s, d.ttft_s))
+              if got > target]
+    if not misses:
+        return None
+    kw = dict(dtype=plan.dtype, bytes_per_param=plan.bytes_per_param, bytes_per_elem=plan.kv_bytes_per_elem,
+              tp_degree=plan.tp_degree)
+    alone = predict_tpot_s(plan_model(plan), plan.gpu_spec(), 1, plan.context_len, **kw)
+    said = {"slo.tpot_s": f"a decode step at batch {d.decode_batch} takes {d.tpot_s * 1e3:.1f} ms against a "
+                          f"{plan.tpot_slo_s * 1e3:g} ms TPOT target ({alone * 1e3:.1f} ms at batch 1)",
+            "slo.ttft_s": f"a {plan.prompt_len:,}-token prefill on an idle replica takes {d.ttft_s * 1e3:.1f} ms "
+                          f"against a {plan.ttft_slo_s * 1e3:g} ms TTFT target"}
+    fld, target, got = misses[0]
+    return Finding("slo-below-roofline", fld, target * 1e3, got * 1e3, "ms",
+                   "; ".join(said[f] for f, _, _ in misses))
 
 
 def _ptu_findings(plan, d):
@@ -400,9 +480,11 @@ def audit(plan: CapacityPlan) -> list[Finding]:
     found = {}
     findings = _memory_findings(plan, d) + _serving_findings(plan, d)
     if plan.has_ptu:
-        findings += _ptu_findings(plan, d)
+        with _pricing("ptu"):
+            findings += _ptu_findings(plan, d)
     if plan.has_self_hosting:
-        findings += _self_hosting_findings(plan, d)
+        with _pricing("self_hosting"):
+            findings += _self_hosting_findings(plan, d)
     model = plan_model(plan)
     findings += quantization_findings(plan, d, model) + speculative_findings(plan, d, model)
     if d.weights_fit:

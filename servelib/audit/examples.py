@@ -109,6 +109,15 @@ def mistake_plans() -> dict[str, CapacityPlan]:
         "one-pool-tight-slos": _with(
             s, "one-pool-tight-slos", "chat held to 30 ms a token on one pool that prefills whole prompts",
             ttft_slo_s=0.5, tpot_slo_s=0.03),
+        "target-concurrency-unmet": _with(
+            s, "target-concurrency-unmet", "200 conversations of 8,192 tokens asked of a node that holds 183",
+            target_concurrency=200),
+        "slo-below-roofline": _with(
+            s, "slo-below-roofline", "chat held to 20 ms a token at a batch whose decode step takes longer",
+            ttft_slo_s=0.5, tpot_slo_s=0.02),
+        "token-budget-below-batch": _with(
+            s, "token-budget-below-batch", "chunked prefill at 128 tokens a step for batches of 256",
+            max_batched_tokens=128),
         "claimed-number-wrong": _with(
             s, "claimed-number-wrong", "KV per token counted for K only",
             claimed_kv_bytes_per_token=kv_right / 2),

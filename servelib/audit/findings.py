@@ -1,7 +1,9 @@
 """What the audit reports: one stable code per beginner mistake, and a finding per mistake found.
 
-The codes follow the syllabus's list of beginner mistakes in order, plus
-``claimed-number-wrong`` for a claimed number that is wrong for a reason not on the list.
+The codes follow the syllabus's list of beginner mistakes in order, then three plans that
+cannot work as written (a concurrency target, latency targets or a token budget that the
+hardware or the engine cannot meet), plus ``claimed-number-wrong`` for a claimed number
+that is wrong for a reason not on the list.
 Codes are stable: tests, plans and readers refer to them by name.
 """
 from __future__ import annotations
@@ -88,6 +90,20 @@ CODES = {
         "decoding beside it waits that long for its next token, so a pool that puts whole prompts "
         "into decode steps misses a TPOT target below that step; chunk prompts to fit the target "
         "or run prefill and decode on separate pools, whichever carries the load on fewer GPUs."),
+    "target-concurrency-unmet": (
+        "Target concurrency beyond what the GPUs can hold",
+        "Every live conversation needs its KV cache in the memory the weights and reserve leave "
+        "free, so when no tensor-parallel degree of these GPUs holds the target the plan needs "
+        "more GPUs or shorter contexts, not a different split."),
+    "slo-below-roofline": (
+        "Latency target below the deployment's own step times",
+        "A first token cannot come sooner than one prompt's prefill on an idle replica, nor the "
+        "next token sooner than one decode step at the running batch, and queueing only adds to "
+        "both, so a target below those times is missed by every request."),
+    "token-budget-below-batch": (
+        "Chunked-prefill token budget smaller than the batch",
+        "Every running sequence uses one token of a step's budget to decode, so a budget below "
+        "the batch limit cannot run a full batch nor admit a prompt, and the engine refuses it."),
     "claimed-number-wrong": (
         "A claimed number does not follow from the plan",
         "The plan states a figure that servelib recomputes differently from the plan's own "

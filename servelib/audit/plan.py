@@ -85,6 +85,12 @@ def _reserve(name, v):
     return _number(name, v, lo_open=False, hi=1.0)
 
 
+def _bytes_per_value(name, v):
+    # Number formats for weights or a KV cache lie between 1 bit (1/8 byte) and fp64 (8 bytes);
+    # a value outside would overflow the memory arithmetic rather than describe a model.
+    return _number(name, v, lo=0.125, lo_open=False, hi=8.0, hi_open=False)
+
+
 def _percentile(name, v):
     return _number(name, v, lo_open=False, hi=100.0, hi_open=False)
 
@@ -169,8 +175,10 @@ class CapacityPlan:
     ``output_fraction`` and ``monthly_tokens`` (the arrival rate and output length follow).
 
     Raises :class:`PlanError` (a ValueError) naming the field as ``table.key`` for a missing
-    required field, a wrong type, a value out of range, an unknown preset, or an incomplete
-    group.
+    required field, a wrong type, a value out of range, an unknown preset, an incomplete
+    group, or fields valid alone that cannot be planned together: a ``dtype`` the GPU has no
+    dense rate for, a ``tp_degree`` that does not split the model's heads, money fields whose
+    break-even or engineering line overflows a float.
     """
 
     name: str = _f("plan.name", _text)
@@ -185,8 +193,8 @@ class CapacityPlan:
     description: str = _f("plan.description", _text, "")
     n_params: float | None = _f("deployment.n_params", _positive, None,
                                 "parameter count for the weights when it differs from the preset's")
-    bytes_per_param: float = _f("deployment.bytes_per_param", _positive, 2.0)
-    kv_bytes_per_elem: float = _f("deployment.kv_bytes_per_elem", _positive, 2.0)
+    bytes_per_param: float = _f("deployment.bytes_per_param", _bytes_per_value, 2.0)
+    kv_bytes_per_elem: float = _f("deployment.kv_bytes_per_elem", _bytes_per_value, 2.0)
     dtype: str = _f("deployment.dtype", _one_of(*DTYPES), "bf16")
     target_concurrency: int = _f("deployment.target_concurrency", _integer, 1,
                                  "conversations the deployment must hold at once")
@@ -268,6 +276,7 @@ class CapacityPlan:
         if self.n_gpus % self.tp_degree:
             raise PlanError("deployment.tp_degree",
                             f"must divide deployment.n_gpus ({self.n_gpus}), got {self.tp_degree}")
+        self._check_hardware()
         if self.prompt_len >= self.context_len:
             raise PlanError("workload.prompt_len",
                             f"must be shorter than deployment.context_len ({self.context_len}), "
@@ -281,6 +290,37 @@ class CapacityPlan:
         self._require_group("quantization", ("quantize_weights", "claimed_quantized_speedup"), ())
         self._require_group("speculative", ("draft_model", "draft_len", "acceptance_rate"), ())
         self._check_levers()
+        self._check_money()
+
+    def _check_hardware(self):
+        # Caught here, naming the field, rather than deep in the roofline when the plan is audited.
+        gpu, model, tp = self.gpu_spec(), self.model_spec(), self.tp_degree
+        if self.dtype not in gpu.flops:
+            where = "gpu.tflops gives" if self.gpu_table is not None else "it has"
+            raise PlanError("deployment.dtype", f"{self.dtype!r} has no dense rate on {gpu.name} "
+                                                f"({where} {', '.join(gpu.flops)}); got {self.dtype!r}")
+        if model.n_heads % tp or (model.n_kv_heads % tp and tp % model.n_kv_heads):
+            raise PlanError("deployment.tp_degree",
+                            f"must split {model.name}'s {model.n_heads} attention heads evenly and divide its "
+                            f"{model.n_kv_heads} KV heads (or be a multiple of them), got {tp}")
+
+    def _check_money(self):
+        # Each value may lie in range while their combination overflows a float; say which.
+        if self.has_ptu:
+            from ..economics import break_even_utilization       # economics does not import the audit
+            try:
+                break_even_utilization(self.monthly_commitment_usd, self.capacity_tokens_per_month,
+                                       self.usd_per_1k_input, self.usd_per_1k_output, self.output_fraction,
+                                       output_weight=self.output_token_weight)
+            except ValueError:
+                raise PlanError("ptu.capacity_tokens_per_month",
+                                f"is too small for ptu.monthly_commitment_usd ({self.monthly_commitment_usd:g}) "
+                                f"at these prices: the break-even utilisation overflows; got "
+                                f"{self.capacity_tokens_per_month!r}") from None
+        if self.has_self_hosting and not math.isfinite(self.engineering_fte * self.usd_per_fte_year):
+            raise PlanError("self_hosting.engineering_fte",
+                            f"times self_hosting.usd_per_fte_year ({self.usd_per_fte_year:g}) overflows a float; "
+                            f"got {self.engineering_fte!r}")
 
     def _check_levers(self):
         # A quantization proposal starts from 16-bit weights and goes to a narrower format;

@@ -45,7 +45,8 @@ def pool_findings(plan: CapacityPlan, decode_batch: int, decode_step_s: float) -
     """``one-pool-tight-slos`` when ``plan`` serves prefill and decode on one pool, states a
     TPOT target that its decode steps alone meet (``decode_step_s`` at ``decode_batch``, the
     audit's predicted TPOT), and a step carrying its prompt (whole, or the chunk its
-    ``max_batched_tokens`` leaves beside the decodes) misses it."""
+    ``max_batched_tokens`` leaves beside the decodes) misses it. A target that the decode
+    steps alone miss is ``slo-below-roofline`` instead (:mod:`servelib.audit.audit`)."""
     if plan.pools != "mixed" or plan.tpot_slo_s is None or decode_step_s > plan.tpot_slo_s:
         return []
     from .audit import plan_model         # audit imports this module

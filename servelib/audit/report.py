@@ -1,6 +1,7 @@
 """The audit as text: the plan's derived capacity figures, then one block per finding."""
 from __future__ import annotations
 
+import math
 from numbers import Real
 
 from ..units import fmt_bytes
@@ -24,8 +25,10 @@ def _value(v, unit: str) -> str:
     if unit == "tokens/month":
         return f"{v / 1e9:.2f} B tokens a month"
     text = f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.3g}"
-    if v == 1 and unit.endswith("s"):          # "1 device", not "1 devices"
-        unit = unit[:-1]
+    first, _, rest = unit.partition(" ")
+    if v == 1 and first.isalpha() and len(first) > 2 and first.endswith("s"):   # "1 device", not "1 devices";
+        unit = f"{first[:-1]} {rest}".rstrip()                                   # "1 ms" stays
+
     return f"{text} {unit}".rstrip()
 
 
@@ -58,10 +61,13 @@ def derived_lines(plan: CapacityPlan) -> list[str]:
         rows.append(("cheapest floor", f"p{d.cheapest_floor_percentile:.0f} of demand, the (1 - u*) "
                                        "quantile, overflow spilled to pay-as-you-go"))
     if d.self_hosted_usd_per_1k is not None:
-        rows += [("self-hosted cost", f"${d.self_hosted_usd_per_1k * 1000:.2f} per 1M tokens at "
-                                      f"{plan.monthly_tokens / 1e9:.2f} B tokens a month, every line counted"),
-                 ("crossover", f"{d.crossover_tokens_per_month / 1e9:.2f} B tokens a month against "
-                               f"pay-as-you-go at {plan.output_fraction:.0%} output")]
+        per_1m, cross = d.self_hosted_usd_per_1k * 1000, d.crossover_tokens_per_month
+        cost = f"${per_1m:,.2f}" if per_1m < 1e9 else f"${per_1m:.3g}"      # no 300-digit figures
+        rows += [("self-hosted cost", f"{cost} per 1M tokens at {plan.monthly_tokens / 1e9:.2f} B tokens a "
+                                      "month, every line counted"),
+                 ("crossover", (f"{cross / 1e9:.2f} B tokens a month against" if math.isfinite(cross)
+                                else "none: self-hosting never costs less than")
+                  + f" pay-as-you-go at {plan.output_fraction:.0%} output")]
     return [f"  {k:<20}{v}" for k, v in rows]
 
 

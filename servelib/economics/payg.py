@@ -12,7 +12,22 @@ capacity instead).
 """
 from __future__ import annotations
 
+import math
+
 from .. import _check
+
+
+def _finite(what: str, value: float, **inputs) -> float:
+    """Return ``value``; raise ValueError naming ``inputs`` when it overflowed to inf or NaN.
+
+    Each input may lie in its range while their combination leaves a float's range (a
+    commitment of 1e308 USD at 1e-300 USD per token): that is bad input, not a volume of inf.
+    """
+    if not math.isfinite(value):
+        given = ", ".join(f"{k}={v!r}" for k, v in inputs.items())
+        raise ValueError(f"{what} overflows a float for {given}: these inputs are too large or too "
+                         "small together")
+    return value
 
 
 def blended_price(usd_per_1k_input: float, usd_per_1k_output: float, output_fraction: float, *,
@@ -22,19 +37,22 @@ def blended_price(usd_per_1k_input: float, usd_per_1k_output: float, output_frac
 
     With no cached input (h = 0) this is ``c_in (1 - f) + c_out f``: gpt-4o ($2.50 / $10 per
     1M) gives 3.25 $/1M at f = 0.1 and 6.25 $/1M at f = 0.5; with half the input cached at
-    $1.25 per 1M, 2.69 $/1M at f = 0.1. Raises ValueError for a negative price, a fraction
-    outside [0, 1], or ``cached_input_fraction`` > 0 without ``usd_per_1k_cached_input``.
+    $1.25 per 1M, 2.69 $/1M at f = 0.1. Raises ValueError for a negative price (the cached
+    one too, whenever it is given), a fraction outside [0, 1], or ``cached_input_fraction``
+    > 0 without ``usd_per_1k_cached_input``; TypeError for a price that is not a number.
     """
     c_in = _check.non_negative("usd_per_1k_input", usd_per_1k_input)
     c_out = _check.non_negative("usd_per_1k_output", usd_per_1k_output)
     f = _check.fraction("output_fraction", output_fraction)
     h = _check.fraction("cached_input_fraction", cached_input_fraction)
+    # A stated cached price is checked even when no input is cached: a typo must not pass quietly.
+    c_cached = (None if usd_per_1k_cached_input is None
+                else _check.non_negative("usd_per_1k_cached_input", usd_per_1k_cached_input))
     if h == 0:
         return c_in * (1 - f) + c_out * f
-    if usd_per_1k_cached_input is None:
+    if c_cached is None:
         raise ValueError("usd_per_1k_cached_input is required when cached_input_fraction > 0 "
                          f"(got cached_input_fraction={cached_input_fraction!r})")
-    c_cached = _check.non_negative("usd_per_1k_cached_input", usd_per_1k_cached_input)
     return c_in * (1 - f) * (1 - h) + c_cached * (1 - f) * h + c_out * f
 
 
@@ -59,10 +77,11 @@ def capacity_units_per_token(output_fraction: float, output_weight: float = 1.0,
 def payg_cost_usd(tokens: float, blended_usd_per_1k: float) -> float:
     """Pay-as-you-go bill for ``tokens`` tokens at a blended price (USD per 1k tokens).
 
-    Raises ValueError for negative volumes or prices.
+    Raises ValueError for negative volumes or prices, or a bill that overflows a float.
     """
-    return (_check.non_negative("tokens", tokens) / 1000
-            * _check.non_negative("blended_usd_per_1k", blended_usd_per_1k))
+    usd = (_check.non_negative("tokens", tokens) / 1000
+           * _check.non_negative("blended_usd_per_1k", blended_usd_per_1k))
+    return _finite("the PAYG bill", usd, tokens=tokens, blended_usd_per_1k=blended_usd_per_1k)
 
 
 def break_even_tokens(monthly_commitment_usd: float, blended_usd_per_1k: float) -> float:
@@ -71,10 +90,11 @@ def break_even_tokens(monthly_commitment_usd: float, blended_usd_per_1k: float) 
 
     Below this volume the commitment costs more than paying per token. It moves with the
     mix whatever the commitment, because the blended price does. Raises ValueError for a
-    negative commitment or a price that is not > 0.
+    negative commitment, a price that is not > 0, or a volume that overflows a float.
     """
     c = _check.non_negative("monthly_commitment_usd", monthly_commitment_usd)
-    return c / _check.positive("blended_usd_per_1k", blended_usd_per_1k) * 1000
+    return _finite("the break-even volume", c / _check.positive("blended_usd_per_1k", blended_usd_per_1k) * 1000,
+                   monthly_commitment_usd=monthly_commitment_usd, blended_usd_per_1k=blended_usd_per_1k)
 
 
 def break_even_utilization(monthly_commitment_usd: float, capacity_tokens_per_month: float,
@@ -100,7 +120,8 @@ def break_even_utilization(monthly_commitment_usd: float, capacity_tokens_per_mo
       tokens the capacity carries instead.
 
     A result above 1 means the commitment never pays for itself at that mix. Raises
-    ValueError for negative money, non-positive capacity or a fraction outside [0, 1].
+    ValueError for negative money, non-positive capacity, a fraction outside [0, 1], or a
+    result that overflows a float.
     """
     cap = _check.positive("capacity_tokens_per_month", capacity_tokens_per_month)
     blended = blended_price(usd_per_1k_input, usd_per_1k_output, output_fraction,
@@ -109,4 +130,5 @@ def break_even_utilization(monthly_commitment_usd: float, capacity_tokens_per_mo
     units = capacity_units_per_token(output_fraction, output_weight,
                                      cached_input_fraction=cached_input_fraction,
                                      cached_input_weight=cached_input_weight)
-    return break_even_tokens(monthly_commitment_usd, blended) * units / cap
+    return _finite("the break-even utilisation", break_even_tokens(monthly_commitment_usd, blended) * units / cap,
+                   monthly_commitment_usd=monthly_commitment_usd, capacity_tokens_per_month=capacity_tokens_per_month)

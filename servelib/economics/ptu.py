@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import _check
-from .payg import break_even_utilization, capacity_units_per_token
+from .payg import _finite, break_even_utilization, capacity_units_per_token
 from .prices import (AZURE_PTU, GPT_4O, GPT_4O_INPUT_TPM_PER_PTU, HOURS_PER_MONTH, MINUTES_PER_MONTH,
                      PTU_CACHED_INPUT_WEIGHT, PTU_OUTPUT_TOKEN_WEIGHT, PtuPrice, TokenPrice)
 
@@ -27,11 +27,12 @@ def ptu_tokens_per_minute(n_ptu: float, output_fraction: float, *,
     ``n_ptu * input_tpm_per_ptu / ((1 - f) + output_weight * f)``. For gpt-4o (2,500 input
     tokens/min per PTU, weight 4) one PTU serves 2,500 tokens/min of pure input, 1,923 at a
     10% output mix and 1,000 at 50%. Raises ValueError for a negative count, a fraction
-    outside [0, 1], or a rate or weight that is not > 0.
+    outside [0, 1], a rate or weight that is not > 0, or a result that overflows a float.
     """
     n = _check.non_negative("n_ptu", n_ptu)
     k = _check.positive("input_tpm_per_ptu", input_tpm_per_ptu)
-    return n * k / capacity_units_per_token(output_fraction, output_weight)
+    return _finite("the PTU throughput", n * k / capacity_units_per_token(output_fraction, output_weight),
+                   n_ptu=n_ptu, input_tpm_per_ptu=input_tpm_per_ptu)
 
 
 def ptu_capacity_tokens_per_month(n_ptu: float, output_fraction: float, **kwargs) -> float:
@@ -39,7 +40,8 @@ def ptu_capacity_tokens_per_month(n_ptu: float, output_fraction: float, **kwargs
 
     Keyword arguments are those of :func:`ptu_tokens_per_minute`.
     """
-    return ptu_tokens_per_minute(n_ptu, output_fraction, **kwargs) * MINUTES_PER_MONTH
+    return _finite("the PTU capacity", ptu_tokens_per_minute(n_ptu, output_fraction, **kwargs) * MINUTES_PER_MONTH,
+                   n_ptu=n_ptu)
 
 
 def ptu_monthly_cost_usd(n_ptu: float, term: str = "monthly", price: PtuPrice = AZURE_PTU) -> float:
@@ -53,7 +55,7 @@ def ptu_monthly_cost_usd(n_ptu: float, term: str = "monthly", price: PtuPrice = 
     _check.instance("price", price, PtuPrice)
     per_ptu = {"hourly": price.usd_per_hour * HOURS_PER_MONTH, "monthly": price.usd_per_month,
                "yearly": price.usd_per_month_yearly}[_check.choice("term", term, TERMS)]
-    return n * per_ptu
+    return _finite("the PTU bill", n * per_ptu, n_ptu=n_ptu, term=term)
 
 
 def ptus_needed(tokens_per_minute: float, output_fraction: float, *, min_ptus: int = 15,
@@ -68,7 +70,8 @@ def ptus_needed(tokens_per_minute: float, output_fraction: float, *, min_ptus: i
     load = _check.non_negative("tokens_per_minute", tokens_per_minute)
     lo, st = _check.positive_int("min_ptus", min_ptus), _check.positive_int("step", step)
     per_ptu = ptu_tokens_per_minute(1, output_fraction, **kwargs)
-    return max(lo, st * math.ceil(load / per_ptu / st - 1e-12))
+    n = _finite("the PTU count", load / per_ptu / st, tokens_per_minute=tokens_per_minute, **kwargs)
+    return max(lo, st * math.ceil(n - 1e-12))
 
 
 def ptu_usd_per_tpm_month(output_fraction: float, term: str = "monthly", price: PtuPrice = AZURE_PTU,
@@ -77,7 +80,8 @@ def ptu_usd_per_tpm_month(output_fraction: float, term: str = "monthly", price: 
 
     The price of a spillover floor: a floor of F tokens/min costs ``F`` times this a month.
     """
-    return ptu_monthly_cost_usd(1, term, price) / ptu_tokens_per_minute(1, output_fraction, **kwargs)
+    return _finite("the price of a token/min", ptu_monthly_cost_usd(1, term, price)
+                   / ptu_tokens_per_minute(1, output_fraction, **kwargs), term=term, **kwargs)
 
 
 def ptu_break_even_utilization(output_fraction: float, term: str = "monthly", *,

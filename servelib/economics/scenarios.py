@@ -49,7 +49,9 @@ class Commitment:
     def break_even_utilization(self, output_fraction: float, price: TokenPrice = GPT_4O, *,
                                output_weight: float = 1.0) -> float:
         """Break-even utilisation against PAYG at ``price`` for the mix; ``output_weight``:
-        how many tokens of capacity an output token uses (1: capacity counted in tokens)."""
+        how many tokens of capacity an output token uses (1: capacity counted in tokens).
+        Raises TypeError unless ``price`` is a TokenPrice."""
+        _check.instance("price", price, TokenPrice)
         return break_even_utilization(self.monthly_usd, self.capacity_tokens_per_month,
                                       price.usd_per_1k_input, price.usd_per_1k_output, output_fraction,
                                       output_weight=output_weight)
@@ -107,14 +109,17 @@ class SelfHostScenario:
     hosted: TokenPrice = field(default=LLAMA_3_70B_HOSTED)
 
     def throughput(self, batch: int | None = None):
-        """:func:`~servelib.economics.selfhost.replica_throughput` of one replica."""
-        return replica_throughput(get_model(self.model), self.gpu, batch=batch or self.batch,
+        """:func:`~servelib.economics.selfhost.replica_throughput` of one replica at ``batch``
+        (default: the scenario's). Every method taking ``batch`` passes it here, so a bad one
+        (0, -1, 2.5) raises as replica_throughput does rather than falling back to the default."""
+        batch = self.batch if batch is None else batch
+        return replica_throughput(get_model(self.model), self.gpu, batch=batch,
                                   context_len=self.context_len, output_fraction=self.output_fraction,
                                   tp_degree=self.tp_degree)
 
     def blended_usd_per_1k(self, price: TokenPrice | None = None) -> float:
         """The blended PAYG price of the mix at ``price`` (default ``payg``), USD per 1k tokens."""
-        p = self.payg if price is None else price
+        p = self.payg if price is None else _check.instance("price", price, TokenPrice)
         return blended_price(p.usd_per_1k_input, p.usd_per_1k_output, self.output_fraction)
 
     @property

@@ -15,6 +15,7 @@ from ..hardware import GPUSpec, as_gpu
 from ..memory import capacity
 from ..models import ModelSpec
 from ..roofline import decode_tokens_per_s, predict_ttft_s
+from .payg import _finite
 from .prices import HOURS_PER_MONTH, SECONDS_PER_MONTH
 
 
@@ -22,11 +23,12 @@ def self_hosted_unit_cost(fixed_monthly_usd: float, monthly_tokens: float) -> fl
     """USD per 1k tokens of a deployment whose monthly cost is fixed: ``fixed / tokens * 1000``.
 
     Every self-hosted cost is fixed per month (GPUs rented or owned, people), so the unit
-    cost falls as 1/volume: a utilisation bet. Raises ValueError for a negative cost or a
-    volume that is not > 0.
+    cost falls as 1/volume: a utilisation bet. Raises ValueError for a negative cost, a
+    volume that is not > 0, or a cost that overflows a float.
     """
-    return (_check.non_negative("fixed_monthly_usd", fixed_monthly_usd)
-            / _check.positive("monthly_tokens", monthly_tokens) * 1000)
+    usd = (_check.non_negative("fixed_monthly_usd", fixed_monthly_usd)
+           / _check.positive("monthly_tokens", monthly_tokens) * 1000)
+    return _finite("the unit cost", usd, fixed_monthly_usd=fixed_monthly_usd, monthly_tokens=monthly_tokens)
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,10 @@ def replica_throughput(model: ModelSpec, gpu: GPUSpec | str, *, batch: int, cont
     The replica time-shares the two, so a token of a mix with output fraction f takes
     ``f / decode + (1 - f) / prefill`` seconds. A roofline bound: real engines reach some
     fraction of it (communication, scheduling and kernels are ignored).
-    Raises ValueError if one sequence of ``context_len`` does not fit the replica.
+    Raises ValueError if one sequence of ``context_len`` does not fit the replica, TypeError
+    if ``model`` is not a ModelSpec (a preset name is not accepted, as elsewhere in servelib).
     """
+    _check.instance("model", model, ModelSpec, "a ModelSpec (servelib.models.get_model(name) gives a preset)")
     gpu = as_gpu(gpu)
     f = _check.fraction("output_fraction", output_fraction)
     want = _check.positive_int("batch", batch)
@@ -115,7 +119,8 @@ def self_hosted_tco(monthly_tokens: float, tokens_per_gpu_s: float, usd_per_gpu_
     Replicas: enough that average load stays at or below ``max_utilization`` of capacity
     (headroom for peaks and latency targets), never fewer than ``min_replicas`` (redundancy).
     Capacity: ``tokens_per_gpu_s`` x GPUs x 730 h x 3600 s. Raises ValueError for negative
-    volumes, prices or head-counts, or a ``max_utilization`` outside (0, 1].
+    volumes, prices or head-counts, a ``max_utilization`` outside (0, 1], or inputs whose
+    bill is too large for a float (over about 1.8e308 USD).
     """
     v = _check.non_negative("monthly_tokens", monthly_tokens)
     rate = _check.positive("tokens_per_gpu_s", tokens_per_gpu_s)
@@ -133,8 +138,14 @@ def self_hosted_tco(monthly_tokens: float, tokens_per_gpu_s: float, usd_per_gpu_
         raise ValueError(f"monthly_tokens ({v:g}) over tokens_per_gpu_s ({rate:g}) needs more replicas "
                          "than can be counted")
     replicas = max(lo, math.ceil(need - 1e-12))
-    cap = replicas * replica_tokens
-    gpu_usd = replicas * g * HOURS_PER_MONTH * price
+    # In floats: a replica count past 1e308 makes Python's int-to-float conversion raise
+    # OverflowError, where a bill that large is a ValueError on the inputs.
+    cap = float(replicas) * replica_tokens
+    gpu_usd = float(replicas) * g * HOURS_PER_MONTH * price
+    if not math.isfinite(gpu_usd + eng):
+        raise ValueError(f"the monthly bill overflows a float: monthly_tokens ({v:g}), usd_per_gpu_hour "
+                         f"({price:g}), n_engineers x usd_per_engineer_year ({n_engineers:g} x "
+                         f"{usd_per_engineer_year:g}) must give a total below 1.8e308 USD")
     util = v / cap
     per_1k = (lambda usd: usd / v * 1000) if v else (lambda usd: math.inf)
     return SelfHostedTCO(v, replicas, replicas * g, cap, util, gpu_usd, gpu_usd * (1 - util), eng,
@@ -149,7 +160,8 @@ def crossover_tokens_per_month(blended_usd_per_1k: float, tokens_per_gpu_s: floa
     the engineering line. For each replica count the step's cost is compared with PAYG over
     the volumes that count serves. Returns ``math.inf`` when a replica costs more than the
     PAYG value of the load it may carry (then self-hosting never wins on cost).
-    ``tco_kwargs`` are those of :func:`self_hosted_tco`.
+    ``tco_kwargs`` are those of :func:`self_hosted_tco`; ``math.inf`` too when the volume is
+    beyond what a float holds (about 1.8e308 tokens).
     """
     price = _check.positive("blended_usd_per_1k", blended_usd_per_1k)
     first = self_hosted_tco(0, tokens_per_gpu_s, usd_per_gpu_hour, **tco_kwargs)
@@ -157,13 +169,24 @@ def crossover_tokens_per_month(blended_usd_per_1k: float, tokens_per_gpu_s: floa
     step_tokens = first.capacity_tokens / first.n_replicas * tco_kwargs.get("max_utilization", 0.6)
     if step_usd >= step_tokens / 1000 * price:
         return math.inf
-    k = first.n_replicas
-    while True:
-        upper = k * step_tokens
-        breakeven = (k * step_usd + first.engineering_usd) / price * 1000
-        if breakeven <= upper:
-            return max(breakeven, (k - 1) * step_tokens if k > first.n_replicas else 0.0)
-        k += 1
+    k0, eng = first.n_replicas, first.engineering_usd
+
+    def meets(k):                       # step k's break-even lies within the volumes it serves
+        return (k * step_usd + eng) / price * 1000 <= k * step_tokens
+
+    # Closed form rather than a walk up the steps (a thin margin would mean billions of them):
+    # k s + E <= k T p  <=>  k >= E / (T p - s). The two loops only absorb rounding at the edge.
+    k = eng / (step_tokens / 1000 * price - step_usd)
+    if not math.isfinite(k):                 # so is the volume: beyond what a float holds
+        return math.inf
+    if k < 2**53:                            # above it every float is a whole number already
+        k = max(k0, math.ceil(k))
+        while k > k0 and meets(k - 1):
+            k -= 1
+        while not meets(k):
+            k += 1
+    breakeven = (k * step_usd + eng) / price * 1000
+    return max(breakeven, (k - 1) * step_tokens if k > k0 else 0.0)
 
 
 def lasting_crossover_tokens_per_month(blended_usd_per_1k: float, tokens_per_gpu_s: float,
@@ -182,6 +205,7 @@ def lasting_crossover_tokens_per_month(blended_usd_per_1k: float, tokens_per_gpu
     Equal to :func:`crossover_tokens_per_month` when no step crosses back. Returns
     ``math.inf`` where that one does (a replica costs more than the PAYG value of its load).
     ``tco_kwargs`` are those of :func:`self_hosted_tco`; raises ValueError as it does.
+    Returns ``math.inf`` too when the volume is beyond what a float holds.
     """
     price = _check.positive("blended_usd_per_1k", blended_usd_per_1k) / 1000      # USD per token
     first = self_hosted_tco(0, tokens_per_gpu_s, usd_per_gpu_hour, **tco_kwargs)
@@ -191,5 +215,8 @@ def lasting_crossover_tokens_per_month(blended_usd_per_1k: float, tokens_per_gpu
     if margin <= 0:
         return math.inf
     # Closed form rather than a walk up the steps: a thin margin would mean millions of them.
-    last = max(first.n_replicas, math.ceil((step_tokens + first.engineering_usd / price) / margin) - 1)
+    steps = (step_tokens + first.engineering_usd / price) / margin
+    if not math.isfinite(steps):                 # so is the volume: beyond what a float holds
+        return math.inf
+    last = max(first.n_replicas, math.ceil(steps) - 1)
     return (last * step_usd + first.engineering_usd) / price

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _check
+from .payg import _finite
 from .prices import MINUTES_PER_MONTH
 
 MINUTES_PER_DAY = 1440
@@ -37,7 +38,8 @@ def demand_trace(days: int = 30, mean_tpm: float = 60_000, *, diurnal_amplitude:
     level for an exponentially distributed duration of mean ``burst_minutes`` (batch jobs, retries, an
     agent loop), and multiplicative lognormal noise of log-sd ``noise``. The trace is scaled
     so that its mean is exactly ``mean_tpm``. Same arguments, same trace.
-    Raises ValueError for out-of-range arguments.
+    Raises ValueError for out-of-range arguments, or a ``mean_tpm`` so large that the
+    busiest minute overflows a float.
     """
     days = _check.positive_int("days", days)
     mean = _check.positive("mean_tpm", mean_tpm)
@@ -65,7 +67,10 @@ def demand_trace(days: int = 30, mean_tpm: float = 60_000, *, diurnal_amplitude:
     shape = shape * rng.lognormal(-sigma**2 / 2, sigma, n) if sigma else shape
     if not (np.all(np.isfinite(shape)) and shape.mean() > 0):
         raise ValueError(f"noise is too large: the lognormal factor overflows (got {noise!r})")
-    return shape * (mean / shape.mean())
+    with np.errstate(over="ignore"):               # checked just below, naming the argument
+        trace = shape * (mean / shape.mean())
+    _finite("the busiest minute of the trace", float(trace.max()), mean_tpm=mean_tpm)
+    return trace
 
 
 def floor_at_percentile(demand_tpm, percentile: float) -> float:
@@ -81,11 +86,13 @@ def floor_break_even_utilization(floor_usd_per_tpm_month: float, blended_usd_per
     ``floor_usd_per_tpm_month / (minutes per month x blended / 1000)``.
 
     One token/min of floor costs ``floor_usd_per_tpm_month``; fully used, it would carry
-    730 x 60 tokens worth ``blended`` each on PAYG. Raises ValueError for a negative price
-    or a blended price that is not > 0.
+    730 x 60 tokens worth ``blended`` each on PAYG. Raises ValueError for a negative price,
+    a blended price that is not > 0, or a result that overflows a float.
     """
     unit = _check.non_negative("floor_usd_per_tpm_month", floor_usd_per_tpm_month)
-    return unit / (MINUTES_PER_MONTH * _check.positive("blended_usd_per_1k", blended_usd_per_1k) / 1000)
+    u = unit / (MINUTES_PER_MONTH * _check.positive("blended_usd_per_1k", blended_usd_per_1k) / 1000)
+    return _finite("the break-even utilisation", u, floor_usd_per_tpm_month=floor_usd_per_tpm_month,
+                   blended_usd_per_1k=blended_usd_per_1k)
 
 
 def cheapest_floor_percentile(break_even_utilization: float) -> float:
@@ -143,7 +150,8 @@ def spillover_cost(demand_tpm, floor_tpm: float, floor_usd_per_tpm_month: float,
     what one token/min of dedicated capacity costs a month (see
     :func:`servelib.economics.ptu.ptu_usd_per_tpm_month`). ``blended_usd_per_1k``: the PAYG
     price of the mix. Overflow above the floor is spilled to PAYG or, with ``spill=False``,
-    refused. Raises ValueError for negative demand, floors or prices.
+    refused. Raises ValueError for negative demand, floors or prices, or a month whose
+    tokens or cost overflow a float.
     """
     d = _demand(demand_tpm)
     if not isinstance(spill, (bool, np.bool_)):
@@ -152,11 +160,14 @@ def spillover_cost(demand_tpm, floor_tpm: float, floor_usd_per_tpm_month: float,
     unit = _check.non_negative("floor_usd_per_tpm_month", floor_usd_per_tpm_month)
     price = _check.non_negative("blended_usd_per_1k", blended_usd_per_1k)
     scale = MINUTES_PER_MONTH / d.size                 # trace minutes -> one billing month
-    over = np.maximum(d - floor, 0.0).sum() * scale
-    demand = d.sum() * scale
-    on_floor = demand - over
-    floor_usd = floor * unit
-    payg_usd = over / 1000 * price if spill else 0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is checked below, by name
+        over = np.maximum(d - floor, 0.0).sum() * scale
+        demand = d.sum() * scale
+        on_floor = demand - over
+        floor_usd = floor * unit
+        payg_usd = over / 1000 * price if spill else 0.0
+    _finite("the month's token count or bill", demand + floor_usd + payg_usd, floor_tpm=floor_tpm,
+            floor_usd_per_tpm_month=floor_usd_per_tpm_month, blended_usd_per_1k=blended_usd_per_1k)
     return SpilloverResult(
         floor_tpm=floor, spill=spill, floor_usd=floor_usd, payg_usd=payg_usd,
         total_usd=floor_usd + payg_usd, demand_tokens=demand, floor_tokens=on_floor,
@@ -178,9 +189,10 @@ def cheapest_floor(demand_tpm, floor_usd_per_tpm_month: float, blended_usd_per_1
     price = _check.non_negative("blended_usd_per_1k", blended_usd_per_1k)
     scale = MINUTES_PER_MONTH / d.size
     candidates = np.concatenate(([0.0], d))
-    above = np.concatenate(([d.sum()], d.sum() - np.cumsum(d)))        # sum of demand above each
     n_above = np.concatenate(([d.size], d.size - np.arange(1, d.size + 1)))
-    spilled = (above - n_above * candidates) * scale
-    cost = candidates * unit + spilled / 1000 * price
+    with np.errstate(over="ignore", invalid="ignore"):  # spillover_cost names an overflow
+        above = np.concatenate(([d.sum()], d.sum() - np.cumsum(d)))    # sum of demand above each
+        spilled = (above - n_above * candidates) * scale
+        cost = candidates * unit + spilled / 1000 * price
     best = float(candidates[int(np.argmin(cost))])
     return spillover_cost(d, best, unit, price, spill=True)
