@@ -120,7 +120,7 @@ def test_cross_field_checks():
 _INLINE_7_HEADS = """
 [model]
 name = "odd"
-hidden_size = 8192
+hidden_size = 7168
 num_hidden_layers = 80
 num_attention_heads = 7
 num_key_value_heads = 7
