@@ -79,6 +79,19 @@ def non_negative_int(name: str, value) -> int:
     return int(value)
 
 
+def finite_result(what: str, value: float, **inputs) -> float:
+    """Return ``value``; raise ValueError naming ``inputs`` when it overflowed to inf or NaN.
+
+    Each input may lie in its range while their combination leaves a float's range (a
+    commitment of 1e308 USD at 1e-300 USD per token): that is bad input, not a volume of inf.
+    """
+    if not math.isfinite(value):
+        given = ", ".join(f"{k}={v!r}" for k, v in inputs.items())
+        raise ValueError(f"{what} overflows a float for {given}: these inputs are too large or too "
+                         "small together")
+    return value
+
+
 def boolean(name: str, value) -> bool:
     """Return ``value``; raise TypeError unless it is a real bool (a string such as "no" is truthy)."""
     if not isinstance(value, bool):

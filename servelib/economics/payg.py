@@ -12,22 +12,7 @@ capacity instead).
 """
 from __future__ import annotations
 
-import math
-
 from .. import _check
-
-
-def _finite(what: str, value: float, **inputs) -> float:
-    """Return ``value``; raise ValueError naming ``inputs`` when it overflowed to inf or NaN.
-
-    Each input may lie in its range while their combination leaves a float's range (a
-    commitment of 1e308 USD at 1e-300 USD per token): that is bad input, not a volume of inf.
-    """
-    if not math.isfinite(value):
-        given = ", ".join(f"{k}={v!r}" for k, v in inputs.items())
-        raise ValueError(f"{what} overflows a float for {given}: these inputs are too large or too "
-                         "small together")
-    return value
 
 
 def blended_price(usd_per_1k_input: float, usd_per_1k_output: float, output_fraction: float, *,
@@ -81,7 +66,7 @@ def payg_cost_usd(tokens: float, blended_usd_per_1k: float) -> float:
     """
     usd = (_check.non_negative("tokens", tokens) / 1000
            * _check.non_negative("blended_usd_per_1k", blended_usd_per_1k))
-    return _finite("the PAYG bill", usd, tokens=tokens, blended_usd_per_1k=blended_usd_per_1k)
+    return _check.finite_result("the PAYG bill", usd, tokens=tokens, blended_usd_per_1k=blended_usd_per_1k)
 
 
 def break_even_tokens(monthly_commitment_usd: float, blended_usd_per_1k: float) -> float:
@@ -93,8 +78,9 @@ def break_even_tokens(monthly_commitment_usd: float, blended_usd_per_1k: float) 
     negative commitment, a price that is not > 0, or a volume that overflows a float.
     """
     c = _check.non_negative("monthly_commitment_usd", monthly_commitment_usd)
-    return _finite("the break-even volume", c / _check.positive("blended_usd_per_1k", blended_usd_per_1k) * 1000,
-                   monthly_commitment_usd=monthly_commitment_usd, blended_usd_per_1k=blended_usd_per_1k)
+    volume = c / _check.positive("blended_usd_per_1k", blended_usd_per_1k) * 1000
+    return _check.finite_result("the break-even volume", volume, monthly_commitment_usd=monthly_commitment_usd,
+                                blended_usd_per_1k=blended_usd_per_1k)
 
 
 def break_even_utilization(monthly_commitment_usd: float, capacity_tokens_per_month: float,
@@ -130,5 +116,6 @@ def break_even_utilization(monthly_commitment_usd: float, capacity_tokens_per_mo
     units = capacity_units_per_token(output_fraction, output_weight,
                                      cached_input_fraction=cached_input_fraction,
                                      cached_input_weight=cached_input_weight)
-    return _finite("the break-even utilisation", break_even_tokens(monthly_commitment_usd, blended) * units / cap,
-                   monthly_commitment_usd=monthly_commitment_usd, capacity_tokens_per_month=capacity_tokens_per_month)
+    u = break_even_tokens(monthly_commitment_usd, blended) * units / cap
+    return _check.finite_result("the break-even utilisation", u, monthly_commitment_usd=monthly_commitment_usd,
+                                capacity_tokens_per_month=capacity_tokens_per_month)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import _check
-from .payg import _finite, break_even_utilization, capacity_units_per_token
+from .payg import break_even_utilization, capacity_units_per_token
 from .prices import (AZURE_PTU, GPT_4O, GPT_4O_INPUT_TPM_PER_PTU, HOURS_PER_MONTH, MINUTES_PER_MONTH,
                      PTU_CACHED_INPUT_WEIGHT, PTU_OUTPUT_TOKEN_WEIGHT, PtuPrice, TokenPrice)
 
@@ -31,8 +31,8 @@ def ptu_tokens_per_minute(n_ptu: float, output_fraction: float, *,
     """
     n = _check.non_negative("n_ptu", n_ptu)
     k = _check.positive("input_tpm_per_ptu", input_tpm_per_ptu)
-    return _finite("the PTU throughput", n * k / capacity_units_per_token(output_fraction, output_weight),
-                   n_ptu=n_ptu, input_tpm_per_ptu=input_tpm_per_ptu)
+    tpm = n * k / capacity_units_per_token(output_fraction, output_weight)
+    return _check.finite_result("the PTU throughput", tpm, n_ptu=n_ptu, input_tpm_per_ptu=input_tpm_per_ptu)
 
 
 def ptu_capacity_tokens_per_month(n_ptu: float, output_fraction: float, **kwargs) -> float:
@@ -40,8 +40,8 @@ def ptu_capacity_tokens_per_month(n_ptu: float, output_fraction: float, **kwargs
 
     Keyword arguments are those of :func:`ptu_tokens_per_minute`.
     """
-    return _finite("the PTU capacity", ptu_tokens_per_minute(n_ptu, output_fraction, **kwargs) * MINUTES_PER_MONTH,
-                   n_ptu=n_ptu)
+    tokens = ptu_tokens_per_minute(n_ptu, output_fraction, **kwargs) * MINUTES_PER_MONTH
+    return _check.finite_result("the PTU capacity", tokens, n_ptu=n_ptu)
 
 
 def ptu_monthly_cost_usd(n_ptu: float, term: str = "monthly", price: PtuPrice = AZURE_PTU) -> float:
@@ -55,7 +55,7 @@ def ptu_monthly_cost_usd(n_ptu: float, term: str = "monthly", price: PtuPrice = 
     _check.instance("price", price, PtuPrice)
     per_ptu = {"hourly": price.usd_per_hour * HOURS_PER_MONTH, "monthly": price.usd_per_month,
                "yearly": price.usd_per_month_yearly}[_check.choice("term", term, TERMS)]
-    return _finite("the PTU bill", n * per_ptu, n_ptu=n_ptu, term=term)
+    return _check.finite_result("the PTU bill", n * per_ptu, n_ptu=n_ptu, term=term)
 
 
 def ptus_needed(tokens_per_minute: float, output_fraction: float, *, min_ptus: int = 15,
@@ -70,7 +70,7 @@ def ptus_needed(tokens_per_minute: float, output_fraction: float, *, min_ptus: i
     load = _check.non_negative("tokens_per_minute", tokens_per_minute)
     lo, st = _check.positive_int("min_ptus", min_ptus), _check.positive_int("step", step)
     per_ptu = ptu_tokens_per_minute(1, output_fraction, **kwargs)
-    n = _finite("the PTU count", load / per_ptu / st, tokens_per_minute=tokens_per_minute, **kwargs)
+    n = _check.finite_result("the PTU count", load / per_ptu / st, tokens_per_minute=tokens_per_minute, **kwargs)
     return max(lo, st * math.ceil(n - 1e-12))
 
 
@@ -80,8 +80,8 @@ def ptu_usd_per_tpm_month(output_fraction: float, term: str = "monthly", price: 
 
     The price of a spillover floor: a floor of F tokens/min costs ``F`` times this a month.
     """
-    return _finite("the price of a token/min", ptu_monthly_cost_usd(1, term, price)
-                   / ptu_tokens_per_minute(1, output_fraction, **kwargs), term=term, **kwargs)
+    usd = ptu_monthly_cost_usd(1, term, price) / ptu_tokens_per_minute(1, output_fraction, **kwargs)
+    return _check.finite_result("the price of a token/min", usd, term=term, **kwargs)
 
 
 def ptu_break_even_utilization(output_fraction: float, term: str = "monthly", *,

@@ -15,7 +15,6 @@ from ..hardware import GPUSpec, as_gpu
 from ..memory import capacity
 from ..models import ModelSpec
 from ..roofline import decode_tokens_per_s, predict_ttft_s
-from .payg import _finite
 from .prices import HOURS_PER_MONTH, SECONDS_PER_MONTH
 
 
@@ -28,7 +27,8 @@ def self_hosted_unit_cost(fixed_monthly_usd: float, monthly_tokens: float) -> fl
     """
     usd = (_check.non_negative("fixed_monthly_usd", fixed_monthly_usd)
            / _check.positive("monthly_tokens", monthly_tokens) * 1000)
-    return _finite("the unit cost", usd, fixed_monthly_usd=fixed_monthly_usd, monthly_tokens=monthly_tokens)
+    return _check.finite_result("the unit cost", usd, fixed_monthly_usd=fixed_monthly_usd,
+                                monthly_tokens=monthly_tokens)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _check
-from .payg import _finite
 from .prices import MINUTES_PER_MONTH
 
 MINUTES_PER_DAY = 1440
@@ -69,7 +68,7 @@ def demand_trace(days: int = 30, mean_tpm: float = 60_000, *, diurnal_amplitude:
         raise ValueError(f"noise is too large: the lognormal factor overflows (got {noise!r})")
     with np.errstate(over="ignore"):               # checked just below, naming the argument
         trace = shape * (mean / shape.mean())
-    _finite("the busiest minute of the trace", float(trace.max()), mean_tpm=mean_tpm)
+    _check.finite_result("the busiest minute of the trace", float(trace.max()), mean_tpm=mean_tpm)
     return trace
 
 
@@ -91,8 +90,8 @@ def floor_break_even_utilization(floor_usd_per_tpm_month: float, blended_usd_per
     """
     unit = _check.non_negative("floor_usd_per_tpm_month", floor_usd_per_tpm_month)
     u = unit / (MINUTES_PER_MONTH * _check.positive("blended_usd_per_1k", blended_usd_per_1k) / 1000)
-    return _finite("the break-even utilisation", u, floor_usd_per_tpm_month=floor_usd_per_tpm_month,
-                   blended_usd_per_1k=blended_usd_per_1k)
+    return _check.finite_result("the break-even utilisation", u, floor_usd_per_tpm_month=floor_usd_per_tpm_month,
+                                blended_usd_per_1k=blended_usd_per_1k)
 
 
 def cheapest_floor_percentile(break_even_utilization: float) -> float:
@@ -166,8 +165,8 @@ def spillover_cost(demand_tpm, floor_tpm: float, floor_usd_per_tpm_month: float,
         on_floor = demand - over
         floor_usd = floor * unit
         payg_usd = over / 1000 * price if spill else 0.0
-    _finite("the month's token count or bill", demand + floor_usd + payg_usd, floor_tpm=floor_tpm,
-            floor_usd_per_tpm_month=floor_usd_per_tpm_month, blended_usd_per_1k=blended_usd_per_1k)
+    _check.finite_result("the month's token count or bill", demand + floor_usd + payg_usd, floor_tpm=floor_tpm,
+                         floor_usd_per_tpm_month=floor_usd_per_tpm_month, blended_usd_per_1k=blended_usd_per_1k)
     return SpilloverResult(
         floor_tpm=floor, spill=spill, floor_usd=floor_usd, payg_usd=payg_usd,
         total_usd=floor_usd + payg_usd, demand_tokens=demand, floor_tokens=on_floor,
